@@ -1,0 +1,88 @@
+// furnace/allocator.h: PyTorch's CUDA caching allocator, over any raw device allocator.
+// The rules (rounding, small/large pools, segment sizes, block splitting, empty_cache, the
+// statistics and the out-of-memory message) follow c10/cuda/CUDACachingAllocator.cpp; see
+// shared/reference/semantics.md, section 4.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace furnace {
+
+class TraceBus;
+
+// What cudaMalloc/cudaFree/cudaMemGetInfo are to PyTorch's allocator.
+class RawAllocator {
+ public:
+  virtual ~RawAllocator() = default;
+  // Returns nullptr when the device has no room (as cudaMalloc returns cudaErrorMemoryAllocation).
+  virtual void* raw_malloc(size_t bytes) = 0;
+  virtual void raw_free(void* ptr, size_t bytes) = 0;
+  // cudaMemGetInfo: free and total bytes of the device as the driver sees them (all processes).
+  virtual void mem_get_info(size_t* free_bytes, size_t* total_bytes) = 0;
+  // Memory this process holds on the device outside the caching allocator (its CUDA context).
+  virtual size_t process_overhead_bytes() { return 0; }
+  virtual void synchronize() {}
+};
+
+// One current/peak/allocated/freed quadruple, as in torch.cuda.memory_stats().
+struct StatCounter {
+  int64_t current = 0, peak = 0, allocated = 0, freed = 0;
+  void increase(int64_t n);
+  void decrease(int64_t n);
+  void reset_peak() { peak = current; }
+};
+
+struct MemoryStats {
+  // index 0 = all, 1 = small_pool, 2 = large_pool
+  StatCounter allocation[3], segment[3], active[3], inactive_split[3];
+  StatCounter allocated_bytes[3], reserved_bytes[3], active_bytes[3], inactive_split_bytes[3];
+  StatCounter requested_bytes[3];
+  int64_t num_alloc_retries = 0, num_ooms = 0;
+  int64_t num_device_alloc = 0, num_device_free = 0;
+};
+
+class CachingAllocator {
+ public:
+  // `device` is the ordinal used in messages and trace events.
+  CachingAllocator(RawAllocator& raw, int device, TraceBus* trace = nullptr);
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // Returns device memory for `bytes` (0 is allowed and returns nullptr, as PyTorch does).
+  // Throws furnace::OutOfMemoryError with PyTorch's message when the device is full.
+  void* allocate(size_t bytes, int stream = 0);
+  // Returns a block to the cache. Throws furnace::Error for a pointer it did not hand out.
+  void deallocate(void* ptr);
+  // Releases every cached segment that is entirely free.
+  void empty_cache();
+
+  size_t memory_allocated() const;      // allocated_bytes.all.current
+  size_t memory_reserved() const;       // reserved_bytes.all.current
+  size_t max_memory_allocated() const;  // allocated_bytes.all.peak
+  size_t max_memory_reserved() const;   // reserved_bytes.all.peak
+  const MemoryStats& stats() const;
+  void reset_peak_memory_stats();
+  void reset_accumulated_memory_stats();
+  int device() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Rounding rules, exposed for tests and the `memory` instrument.
+size_t allocator_round_size(size_t bytes);        // 512-byte rounding (minimum 512)
+size_t allocator_segment_size(size_t rounded);    // 2 MiB, 20 MiB, or rounded up to 2 MiB
+bool allocator_is_small(size_t rounded);          // <= 1 MiB
+
+// PyTorch's format_size: "N bytes", "x.xx KiB", "x.xx MiB", "x.xx GiB".
+std::string format_size(uint64_t bytes);
+// Parses "1", "512B", "5MiB", "1.5GiB", "30MB" (decimal MB/GB too). Throws furnace::Error.
+uint64_t parse_size(const std::string& text);
+
+}  // namespace furnace

@@ -1,0 +1,78 @@
+// furnace/error.h: the one exception type of the runtime and the check macros that throw it.
+// Library code never exits: it throws furnace::Error; only the CLI's and visualizer's main() catch.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace furnace {
+
+// An error with where it happened. `device` is -1 when no device is involved.
+class Error : public std::runtime_error {
+ public:
+  Error(std::string message, std::string statement = {}, const char* file = "", int line = 0,
+        int device = -1);
+  const std::string& message() const { return message_; }
+  const std::string& statement() const { return statement_; }
+  const std::string& file() const { return file_; }
+  int line() const { return line_; }
+  int device() const { return device_; }
+
+ private:
+  std::string message_, statement_, file_;
+  int line_;
+  int device_;
+};
+
+// torch.cuda.OutOfMemoryError: the caching allocator could not satisfy a request.
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
+};
+
+namespace detail {
+// Collects a streamed message: FURNACE_CHECK(x > 0) << "x was " << x;
+class ErrorMessage {
+ public:
+  template <class T>
+  ErrorMessage& operator<<(const T& v) {
+    os_ << v;
+    return *this;
+  }
+  std::string str() const { return os_.str(); }
+
+ private:
+  std::ostringstream os_;
+};
+
+// `operator=` binds looser than `<<`, so the whole message is built before the throw.
+struct ErrorThrower {
+  const char* file;
+  int line;
+  const char* statement;
+  int device;
+  [[noreturn]] void operator=(const ErrorMessage& m) const;
+};
+}  // namespace detail
+}  // namespace furnace
+
+// Throws furnace::Error with the streamed message when `cond` is false.
+#define FURNACE_CHECK(cond)                                                     \
+  if (cond) {                                                                   \
+  } else                                                                        \
+    ::furnace::detail::ErrorThrower{__FILE__, __LINE__, #cond, -1} =            \
+        ::furnace::detail::ErrorMessage()
+
+// Same, naming the device the failed statement concerns.
+#define FURNACE_CHECK_DEVICE(cond, device)                                      \
+  if (cond) {                                                                   \
+  } else                                                                        \
+    ::furnace::detail::ErrorThrower{__FILE__, __LINE__, #cond, (device)} =      \
+        ::furnace::detail::ErrorMessage()
+
+// Programmer errors (broken invariants), not user input.
+#define FURNACE_ASSERT(cond) FURNACE_CHECK(cond) << "internal error: "
+
+// Throws unconditionally with a streamed message.
+#define FURNACE_FAIL() FURNACE_CHECK(false)
