@@ -64,7 +64,8 @@ class CachingAllocator {
   size_t memory_reserved() const;       // reserved_bytes.all.current
   size_t max_memory_allocated() const;  // allocated_bytes.all.peak
   size_t max_memory_reserved() const;   // reserved_bytes.all.peak
-  const MemoryStats& stats() const;
+  const MemoryStats& stats() const;     // unlocked: read it only while no other thread allocates
+  MemoryStats stats_snapshot() const;   // a copy taken under the lock (safe from any thread)
   void reset_peak_memory_stats();
   void reset_accumulated_memory_stats();
   int device() const;

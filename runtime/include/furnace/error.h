@@ -58,16 +58,23 @@ struct ErrorThrower {
 }  // namespace furnace
 
 // Throws furnace::Error with the streamed message when `cond` is false.
+// (The switch makes the macro a single statement, safe inside an unbraced if/else.)
 #define FURNACE_CHECK(cond)                                                     \
-  if (cond) {                                                                   \
-  } else                                                                        \
+  switch (0)                                                                    \
+  case 0:                                                                       \
+  default:                                                                      \
+    if (cond) {                                                                 \
+    } else                                                                      \
     ::furnace::detail::ErrorThrower{__FILE__, __LINE__, #cond, -1} =            \
         ::furnace::detail::ErrorMessage()
 
 // Same, naming the device the failed statement concerns.
 #define FURNACE_CHECK_DEVICE(cond, device)                                      \
-  if (cond) {                                                                   \
-  } else                                                                        \
+  switch (0)                                                                    \
+  case 0:                                                                       \
+  default:                                                                      \
+    if (cond) {                                                                 \
+    } else                                                                      \
     ::furnace::detail::ErrorThrower{__FILE__, __LINE__, #cond, (device)} =      \
         ::furnace::detail::ErrorMessage()
 

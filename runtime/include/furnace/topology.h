@@ -27,7 +27,9 @@ struct GpuSpec {
   double peak_flops(DType t) const;  // f16/bf16 -> tensor-core peak, everything else -> f32 peak
 };
 
-enum class LinkKind { pcie, nvlink };
+// `local` is never written in a topology file: it is what link_between(a, a) returns (a copy that
+// stays in one GPU's memory).
+enum class LinkKind { pcie, nvlink, local };
 
 // A direct path between two GPUs (indices into Topology::gpus, physical/PCI order).
 struct LinkSpec {
@@ -51,19 +53,23 @@ struct Topology {
   std::vector<LinkSpec> links;
   HostLinkSpec host;
 
-  // The link between two GPUs; when none is listed, peer traffic goes over PCIe through the host.
+  // The link between two GPUs; when none is listed, peer traffic goes over PCIe through the host
+  // (kind pcie, the host's pinned bandwidth and latency). a == b gives kind local with the GPU's
+  // memory bandwidth and launch latency; such a copy reads and writes every byte, so a cost model
+  // should charge it 2 * bytes. Throws for an index out of range.
   LinkSpec link_between(int a, int b) const;
 };
 
 // Loads a topology: `name_or_path` is a path to a .toml file or the stem of a file in the topology
-// directory (FURNACE_TOPOLOGY_DIR from the environment, else the installed data/topologies).
+// directory: $FURNACE_TOPOLOGY_DIR, else $FURNACE_DATA_DIR/topologies, else the installed
+// data/topologies. The schema is documented in data/topologies/README.md.
 // Throws furnace::Error with one clear line for a missing, unknown or malformed file.
 Topology load_topology(const std::string& name_or_path);
 Topology parse_topology(const std::string& toml_text, const std::string& origin);
 std::vector<std::string> list_topologies();  // stems of the built-in files, sorted
 std::string topology_dir();
 
-LinkKind parse_link_kind(const std::string& s);
-const char* link_kind_name(LinkKind k);
+LinkKind parse_link_kind(const std::string& s);  // "pcie" | "nvlink"; throws for anything else
+const char* link_kind_name(LinkKind k);           // "pcie", "nvlink", "local"
 
 }  // namespace furnace

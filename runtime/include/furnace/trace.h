@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,7 @@ class TraceBus {
  private:
   void dispatch(const TraceEvent& e) const;
   std::vector<std::pair<int, Subscriber>> subscribers_;
+  mutable std::mutex dispatch_mutex_;  // DataParallel workers emit from several threads
   std::function<double(int)> clock_;
   int next_id_ = 1;
 };

@@ -1,0 +1,47 @@
+// furnace: the command-line tool. `furnace train`, `furnace memory`, ...
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "commands.h"
+#include "furnace/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Furnace: learn and run multi-GPU training (CUDA runtime and multi-GPU simulator)",
+               "furnace"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "furnace 0.1.0");
+  furnace::cli::add_train_command(app);
+  furnace::cli::add_memory_command(app);
+  // CLI11 would answer an unknown command with "A subcommand is required"; name it instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->check_name(argv[1]);
+    if (!known) {
+      std::string names;
+      for (const CLI::App* sub : app.get_subcommands({})) names += (names.empty() ? "" : ", ") + sub->get_name();
+      std::fprintf(stderr, "furnace: error: unknown command '%s' (commands: %s)\n", argv[1], names.c_str());
+      return 2;
+    }
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // One line, the program's name first, a non-zero status (CLI11's own output is several lines).
+    std::fprintf(stderr, "furnace: error: %s (see furnace --help)\n", e.what());
+    return e.get_exit_code() ? e.get_exit_code() : 2;
+  } catch (const furnace::Error& e) {
+    std::fprintf(stderr, "furnace: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "furnace: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,257 @@
+// `furnace memory`: replays a list of allocations (then frees, then optionally empty_cache)
+// through the caching allocator on a bookkeeping-only device, and shows memory_allocated and
+// memory_reserved after every step, the way torch.cuda reports them. Not here: the allocator's
+// rules (runtime/src/memory/caching_allocator.cpp) and real devices (--topology comes later).
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commands.h"           // defines: add_memory_command
+#include "furnace/allocator.h"  // defines: CachingAllocator, RawAllocator, format_size, parse_size
+#include "furnace/error.h"      // defines: Error, OutOfMemoryError, FURNACE_CHECK
+
+namespace furnace::cli {
+namespace {
+
+// A device that only keeps books: a capacity, a CUDA context of `context` bytes, and addresses
+// from a counter that nobody dereferences (no memory is touched).
+class BookkeepingDevice : public RawAllocator {
+ public:
+  BookkeepingDevice(uint64_t capacity, uint64_t context) : capacity_(capacity), context_(context) {}
+
+  void* raw_malloc(size_t bytes) override {
+    if (bytes > capacity_ - context_ - used_) return nullptr;
+    const uintptr_t addr = next_;
+    next_ += bytes;
+    used_ += bytes;
+    return reinterpret_cast<void*>(addr);
+  }
+  void raw_free(void* /*ptr*/, size_t bytes) override { used_ -= bytes; }
+  void mem_get_info(size_t* free_bytes, size_t* total_bytes) override {
+    *free_bytes = capacity_ - context_ - used_;
+    *total_bytes = capacity_;
+  }
+  size_t process_overhead_bytes() override { return context_; }
+
+ private:
+  uint64_t capacity_, context_, used_ = 0;
+  uintptr_t next_ = uintptr_t(1) << 44;  // 16 TiB: far from any real address, 512-aligned
+};
+
+struct MemoryOptions {
+  std::vector<std::string> alloc;  // sizes, as typed
+  std::vector<std::string> free;   // indices into `alloc`, as typed
+  std::string capacity = "8GiB";
+  std::string context = "0";
+  bool empty_cache = false;
+  bool json = false;
+};
+
+struct Step {
+  std::string op;     // "alloc", "free", "empty_cache"
+  int index = -1;     // into --alloc; -1 for empty_cache
+  uint64_t bytes = 0; // alloc/free: the requested size; empty_cache: the bytes released
+  uint64_t allocated = 0, reserved = 0;
+  std::string note;
+};
+
+std::vector<uint64_t> parse_sizes(const std::vector<std::string>& items) {
+  std::vector<uint64_t> out;
+  for (const std::string& item : items) {
+    try {
+      out.push_back(parse_size(item));
+    } catch (const Error& e) {
+      FURNACE_FAIL() << "--alloc: " << e.what();
+    }
+  }
+  return out;
+}
+
+// Indices into the --alloc list, each at most once.
+std::vector<int> parse_frees(const std::vector<std::string>& items, size_t n_allocs) {
+  std::vector<int> out;
+  std::vector<bool> seen(n_allocs, false);
+  for (const std::string& item : items) {
+    bool digits = !item.empty() && item.size() <= 9;
+    for (char c : item) digits = digits && c >= '0' && c <= '9';
+    FURNACE_CHECK(digits) << "--free: '" << item
+                          << "' is not an index into the --alloc list (0, 1, ...)";
+    const int i = std::stoi(item);
+    FURNACE_CHECK(static_cast<size_t>(i) < n_allocs)
+        << "--free: index " << i << " is out of range: --alloc has " << n_allocs << " size"
+        << (n_allocs == 1 ? "" : "s") << " (indices 0.." << n_allocs - 1 << ")";
+    FURNACE_CHECK(!seen[i]) << "--free: index " << i << " is freed twice";
+    seen[i] = true;
+    out.push_back(i);
+  }
+  return out;
+}
+
+std::string plural(int64_t n, const char* word) {
+  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+void print_json(const std::vector<Step>& steps) {
+  std::string out = "{\"steps\":[";
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step& s = steps[i];
+    out += (i ? ",{" : "{");
+    out += "\"op\":\"" + s.op + "\",\"bytes\":" + std::to_string(s.bytes) +
+           ",\"allocated\":" + std::to_string(s.allocated) +
+           ",\"reserved\":" + std::to_string(s.reserved) + "}";
+  }
+  out += "]}";
+  std::printf("%s\n", out.c_str());
+}
+
+void print_table(const std::vector<Step>& steps, uint64_t capacity, uint64_t context) {
+  std::printf("fake device: %s total, %s taken by the CUDA context; PyTorch's caching allocator\n\n",
+              format_size(capacity).c_str(), format_size(context).c_str());
+  struct Row {
+    std::string cells[6];
+  };
+  std::vector<Row> rows;
+  rows.push_back({{"step", "op", "size", "allocated", "reserved", "what happened"}});
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step& s = steps[i];
+    std::string op = s.index >= 0 ? s.op + "[" + std::to_string(s.index) + "]" : s.op;
+    rows.push_back({{std::to_string(i), op, format_size(s.bytes), format_size(s.allocated),
+                     format_size(s.reserved), s.note}});
+  }
+  size_t width[6] = {};
+  for (const Row& r : rows)
+    for (int c = 0; c < 6; ++c) width[c] = std::max(width[c], r.cells[c].size());
+  for (const Row& r : rows) {
+    // step right-aligned, op left, sizes right-aligned, note left.
+    std::printf("  %*s  %-*s  %*s  %*s  %*s  %s\n", static_cast<int>(width[0]), r.cells[0].c_str(),
+                static_cast<int>(width[1]), r.cells[1].c_str(), static_cast<int>(width[2]),
+                r.cells[2].c_str(), static_cast<int>(width[3]), r.cells[3].c_str(),
+                static_cast<int>(width[4]), r.cells[4].c_str(), r.cells[5].c_str());
+  }
+}
+
+void print_explanation(uint64_t allocated, uint64_t reserved) {
+  if (reserved > allocated) {
+    std::printf(
+        "\nreserved > allocated by %s: the caching allocator keeps freed blocks and the unused "
+        "rest of its segments (2 MiB for requests up to 1 MiB, 20 MiB for 1-10 MiB) for reuse "
+        "instead of returning them to the device; empty_cache() (--empty-cache) gives back only "
+        "segments that are entirely free.\n",
+        format_size(reserved - allocated).c_str());
+  } else {
+    std::printf("\nreserved == allocated: every reserved byte is inside a live block.\n");
+  }
+}
+
+void run_memory(const MemoryOptions& o) {
+  const uint64_t capacity = parse_size(o.capacity);
+  const uint64_t context = parse_size(o.context);
+  FURNACE_CHECK(context <= capacity) << "--context (" << format_size(context)
+                                     << ") is larger than --capacity (" << format_size(capacity)
+                                     << ")";
+  const std::vector<uint64_t> sizes = parse_sizes(o.alloc);
+  const std::vector<int> frees = parse_frees(o.free, sizes.size());
+
+  BookkeepingDevice device(capacity, context);
+  CachingAllocator alloc(device, 0);
+  std::vector<Step> steps;
+  std::vector<void*> ptrs(sizes.size(), nullptr);
+  auto finish = [&] {
+    if (o.json) {
+      print_json(steps);
+    } else {
+      print_table(steps, capacity, context);
+    }
+  };
+  auto record = [&](const char* op, int index, uint64_t bytes, std::string note) {
+    steps.push_back({op, index, bytes, alloc.memory_allocated(), alloc.memory_reserved(),
+                     std::move(note)});
+  };
+
+  // The order is fixed: every allocation in --alloc order, then the frees in --free order, then
+  // empty_cache.
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const MemoryStats before = alloc.stats();
+    try {
+      ptrs[i] = alloc.allocate(sizes[i]);
+    } catch (const OutOfMemoryError&) {
+      finish();  // the steps so far, then the error line from main()
+      throw;
+    }
+    const MemoryStats& after = alloc.stats();
+    std::string note;
+    if (sizes[i] == 0) {
+      note = "nothing: a 0-byte request gets a null pointer";
+    } else {
+      const uint64_t block = after.allocated_bytes[0].current - before.allocated_bytes[0].current;
+      const bool small = allocator_is_small(allocator_round_size(sizes[i]));
+      note = "block " + format_size(block) + (small ? " (small pool)" : " (large pool)");
+      if (after.num_alloc_retries > before.num_alloc_retries) {
+        note += ", device full: released " +
+                plural(after.num_device_free - before.num_device_free, "cached segment") +
+                " and retried";
+      }
+      if (after.num_device_alloc > before.num_device_alloc) {
+        const uint64_t segment = allocator_segment_size(allocator_round_size(sizes[i]));
+        note += ", new " + format_size(segment) + " segment";
+      } else {
+        note += ", from the cache";
+      }
+    }
+    record("alloc", static_cast<int>(i), sizes[i], std::move(note));
+  }
+  for (int i : frees) {
+    const uint64_t before = alloc.memory_allocated();
+    alloc.deallocate(ptrs[i]);
+    ptrs[i] = nullptr;
+    const uint64_t block = before - alloc.memory_allocated();
+    record("free", i, sizes[i],
+           sizes[i] == 0 ? "nothing to free"
+                         : "block " + format_size(block) + " back to the cache (still reserved)");
+  }
+  if (o.empty_cache) {
+    const MemoryStats before = alloc.stats();
+    alloc.empty_cache();
+    const MemoryStats& after = alloc.stats();
+    const uint64_t released = before.reserved_bytes[0].current - after.reserved_bytes[0].current;
+    const int64_t segments = after.num_device_free - before.num_device_free;
+    record("empty_cache", -1, released,
+           segments == 0 ? "no segment is entirely free: nothing released"
+                         : "released " + plural(segments, "entirely free segment"));
+  }
+  finish();
+  if (!o.json) print_explanation(alloc.memory_allocated(), alloc.memory_reserved());
+}
+
+}  // namespace
+
+void add_memory_command(CLI::App& app) {
+  auto opts = std::make_shared<MemoryOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "memory",
+      "Replay allocations through PyTorch's caching allocator and show memory_allocated and "
+      "memory_reserved after each step");
+  sub->add_option("--alloc", opts->alloc,
+                  "Sizes to allocate, in order, comma-separated (512, 5MiB, 1.5GiB, 30MB)")
+      ->required()
+      ->delimiter(',');
+  sub->add_option("--free", opts->free,
+                  "Indices into --alloc to free after all allocations, in this order "
+                  "(comma-separated)")
+      ->delimiter(',');
+  sub->add_flag("--empty-cache", opts->empty_cache,
+                "Call empty_cache() after the frees (returns entirely free segments)");
+  sub->add_option("--capacity", opts->capacity, "Device memory")->capture_default_str();
+  sub->add_option("--context", opts->context, "Device memory taken by the CUDA context")
+      ->capture_default_str();
+  sub->add_flag("--json", opts->json,
+                "Print one JSON line: {\"steps\":[{\"op\",\"bytes\",\"allocated\",\"reserved\"}]}");
+  sub->footer(
+      "Order: all --alloc sizes, then the --free indices, then --empty-cache.\n"
+      "Example: furnace memory --alloc 1,5MiB,30MiB --free 0,2 --empty-cache");
+  sub->callback([opts] { run_memory(*opts); });
+}
+
+}  // namespace furnace::cli

@@ -1,0 +1,145 @@
+// `furnace train`: runs a Scenario with a live progress bar, then prints test accuracy and each
+// device's memory; --json ends stdout with one JSON object; --trace writes a Chrome trace.
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "furnace/allocator.h"
+#include "furnace/error.h"
+#include "furnace/train.h"
+
+namespace furnace::cli {
+namespace {
+
+struct TrainOptions {
+  Scenario scenario;
+  std::string hidden = "512,512";
+  std::string trace_path;
+  bool json = false;
+  bool quiet = false;
+};
+
+std::vector<int> parse_widths(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    FURNACE_CHECK(used == item.size() && !item.empty())
+        << "--hidden: '" << text << "' is not a comma-separated list of layer widths (e.g. 512,512)";
+    out.push_back(v);
+  }
+  FURNACE_CHECK(!out.empty()) << "--hidden needs at least one layer width";
+  return out;
+}
+
+void print_summary(const TrainResult& r) {
+  std::printf("\ntrained %lld steps (%d epoch%s) on %s [%s backend]\n",
+              static_cast<long long>(r.steps), r.epochs, r.epochs == 1 ? "" : "s",
+              r.topology.c_str(), r.backend.c_str());
+  std::printf("  final loss      %.4f\n", r.final_loss);
+  if (r.test_accuracy >= 0) std::printf("  test accuracy   %.4f\n", r.test_accuracy);
+  std::printf("  throughput      %.0f samples/s (wall clock, this CPU)\n", r.samples_per_s);
+  std::printf("  modelled time   %.3f s on the simulated GPU\n", r.modelled_s);
+  std::printf("\nmemory (torch.cuda.memory_allocated / memory_reserved, and their peaks):\n");
+  std::printf("  %-8s %-30s %12s %12s %14s %14s\n", "device", "name", "allocated", "reserved",
+              "max_allocated", "max_reserved");
+  for (const DeviceMemoryReport& m : r.memory)
+    std::printf("  cuda:%-3d %-30s %12s %12s %14s %14s\n", m.device, m.name.c_str(),
+                format_size(m.allocated_bytes).c_str(), format_size(m.reserved_bytes).c_str(),
+                format_size(m.peak_allocated_bytes).c_str(), format_size(m.peak_reserved_bytes).c_str());
+  std::printf("  (reserved >= allocated: the caching allocator keeps freed blocks for reuse; "
+              "nvidia-smi shows reserved plus the CUDA context)\n");
+}
+
+nlohmann::json to_json(const TrainResult& r) {
+  nlohmann::json mem = nlohmann::json::array();
+  for (const DeviceMemoryReport& m : r.memory)
+    mem.push_back({{"device", m.device},
+                   {"name", m.name},
+                   {"capacity_bytes", m.capacity_bytes},
+                   {"context_bytes", m.context_bytes},
+                   {"allocated_bytes", m.allocated_bytes},
+                   {"reserved_bytes", m.reserved_bytes},
+                   {"peak_allocated_bytes", m.peak_allocated_bytes},
+                   {"peak_reserved_bytes", m.peak_reserved_bytes}});
+  return {{"backend", r.backend},
+          {"topology", r.topology},
+          {"epochs", r.epochs},
+          {"steps", r.steps},
+          {"final_loss", r.final_loss},
+          {"epoch_mean_loss", r.epoch_mean_loss},
+          {"test_accuracy", r.test_accuracy >= 0 ? nlohmann::json(r.test_accuracy) : nlohmann::json()},
+          {"samples_per_s", r.samples_per_s},
+          {"wall_s", r.wall_s},
+          {"modelled_s", r.modelled_s},
+          {"parameters", r.parameters},
+          {"memory", mem}};
+}
+
+void run(const TrainOptions& o) {
+  Scenario sc = o.scenario;
+  sc.hidden = parse_widths(o.hidden);
+  sc.validate();
+
+  TraceBus bus;
+  std::unique_ptr<ChromeTraceWriter> writer;
+  if (!o.trace_path.empty()) writer = std::make_unique<ChromeTraceWriter>(bus);
+
+  ProgressBar bar(stderr);
+  ProgressFn progress;
+  if (!o.quiet) progress = [&bar](const Progress& p) { bar(p); };
+  if (!o.quiet && !o.json)
+    std::printf("furnace train: MLP 784-%s-10, batch %lld, SGD lr %g momentum %g, %d epoch%s, "
+                "topology %s, device cuda:%d\n",
+                o.hidden.c_str(), static_cast<long long>(sc.batch), sc.lr, sc.momentum, sc.epochs,
+                sc.epochs == 1 ? "" : "s", sc.topology.c_str(), sc.device);
+  std::fflush(stdout);
+  TrainResult r = train(sc, bus, progress);
+  bar.finish();
+
+  if (writer) {
+    writer->write(o.trace_path);
+    if (!o.json) std::printf("trace: %zu events written to %s (open it in https://ui.perfetto.dev)\n",
+                             writer->event_count(), o.trace_path.c_str());
+  }
+  if (o.json)
+    std::printf("%s\n", to_json(r).dump().c_str());
+  else
+    print_summary(r);
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app) {
+  auto opts = std::make_shared<TrainOptions>();
+  CLI::App* cmd = app.add_subcommand("train", "train the reference MLP on Fashion-MNIST on a (simulated) GPU");
+  Scenario& s = opts->scenario;
+  cmd->add_option("--topology", s.topology, "machine: a name in data/topologies or a .toml path")->capture_default_str();
+  cmd->add_option("--backend", s.backend, "sim (CPU, modelled GPU clock) or cuda")->capture_default_str();
+  cmd->add_option("--epochs", s.epochs, "passes over the training set")->capture_default_str();
+  cmd->add_option("--batch", s.batch, "batch size")->capture_default_str();
+  cmd->add_option("--lr", s.lr, "learning rate")->capture_default_str();
+  cmd->add_option("--momentum", s.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--hidden", opts->hidden, "hidden layer widths, comma-separated")->capture_default_str();
+  cmd->add_option("--seed", s.seed, "seed for initialisation and shuffling")->capture_default_str();
+  cmd->add_option("--data", s.data_dir, "MNIST-format folder (default: Debian's Fashion-MNIST)");
+  cmd->add_option("--steps", s.max_steps, "stop after this many optimizer steps");
+  cmd->add_option("--device", s.device, "logical device ordinal (cuda:N) to train on")->capture_default_str();
+  cmd->add_flag("--no-eval", [opts](int64_t) { opts->scenario.evaluate = false; }, "skip the test-set evaluation");
+  cmd->add_option("--trace", opts->trace_path, "write a Chrome trace (Perfetto) to this file");
+  cmd->add_flag("--json", opts->json, "end stdout with one JSON object of the results");
+  cmd->add_flag("--quiet", opts->quiet, "no progress bar");
+  cmd->callback([opts] { run(*opts); });
+}
+
+}  // namespace furnace::cli

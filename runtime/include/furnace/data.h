@@ -1,0 +1,44 @@
+// furnace/data.h: reading datasets from disk: the IDX format (MNIST, Fashion-MNIST), gzip or raw.
+// Not here: batching, shuffling and worker threads (the DataLoader), or anything on a device.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace furnace {
+
+// An unsigned-byte IDX array: `data` holds prod(dims) bytes in row-major order.
+struct IdxArray {
+  std::vector<uint8_t> data;
+  std::vector<uint32_t> dims;  // e.g. (N, 28, 28) for images, (N) for labels
+};
+
+// Reads a u8 IDX file, gzip-compressed or raw (both are read transparently). Checks the magic
+// (0x00000801 for 1-D labels, 0x00000803 for 3-D images: two zero bytes, type byte 0x08 = unsigned
+// byte, then the rank), that the rank is `expected_rank`, and that exactly prod(dims) bytes follow.
+// Throws furnace::Error with one line naming the file, e.g.
+//   "<path>: not an IDX file (magic 0x...)"
+//   "<path>: truncated: expected N bytes of data, found M"
+//   "<path>: cannot open: No such file or directory"
+IdxArray read_idx(const std::string& path, int expected_rank);
+
+// One split of an MNIST-style dataset, ready for training.
+struct ImageDataset {
+  std::vector<float> images;    // (n, rows * cols), pixel / 255 in [0, 1]
+  std::vector<int32_t> labels;  // (n), each in 0..9
+  int64_t n = 0;
+  int rows = 0, cols = 0;
+};
+
+// Loads <dir>/<prefix>-images-idx3-ubyte[.gz] and <dir>/<prefix>-labels-idx1-ubyte[.gz] (prefix
+// "train" or "t10k"; the .gz name is preferred when both exist). Checks that the image and label
+// counts agree and that every label is in 0..9. Throws furnace::Error with one line naming the
+// directory or file and what is wrong or missing.
+ImageDataset load_mnist_split(const std::string& dir, const std::string& prefix);
+
+// Where Debian's dataset-fashion-mnist package installs the full dataset:
+// "/usr/share/datasets/fashion-mnist".
+std::string default_fashion_mnist_dir();
+
+}  // namespace furnace

@@ -1,0 +1,93 @@
+// furnace/nn.h: the modules of the reference model with explicit forward/backward (llm.c style,
+// no general autograd): Linear, ReLU, an MLP as torch.nn.Sequential, CrossEntropyLoss, and SGD.
+// Parameter names follow PyTorch's state_dict for Sequential(Linear, ReLU, Linear, ReLU, Linear):
+// "0.weight", "0.bias", "2.weight", ... so reference files and checkpoints line up.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "furnace/ops.h"
+
+namespace furnace {
+
+struct Parameter {
+  std::string name;
+  Tensor* value;
+  Tensor* grad;  // allocated at the first backward, as PyTorch's .grad
+};
+
+class Linear {
+ public:
+  Linear(Runtime& rt, int device, int in_features, int out_features);
+  Tensor forward(OpContext& ctx, const Tensor& x);               // keeps x for backward
+  Tensor backward(OpContext& ctx, const Tensor& dout, bool need_dinp);  // accumulates grads
+  void release_activations() { input_ = Tensor(); }
+
+  int in_features, out_features;
+  Tensor weight;       // (out, in)
+  Tensor bias;         // (out)
+  Tensor grad_weight;  // (out, in), defined after the first backward
+  Tensor grad_bias;    // (out)
+
+ private:
+  Runtime& rt_;
+  int device_;
+  Tensor input_;  // (B, in) saved by forward
+};
+
+// torch.nn.Sequential of Linear layers with ReLU between them: sizes {784, 512, 512, 10}.
+class MLP {
+ public:
+  MLP(Runtime& rt, int device, std::vector<int> sizes);
+  // PyTorch's default Linear init: weight and bias ~ U(-1/sqrt(in), 1/sqrt(in)), from `seed`.
+  void init_parameters(OpContext& ctx, uint64_t seed);
+  Tensor forward(OpContext& ctx, const Tensor& x);  // (B, sizes[0]) -> logits (B, sizes.back())
+  void backward(OpContext& ctx, const Tensor& dlogits);  // accumulates into every grad
+  void zero_grad(OpContext& ctx);
+  void release_activations();
+  std::vector<Parameter> parameters();
+  const std::vector<int>& sizes() const { return sizes_; }
+  int64_t parameter_count() const;
+
+  // Host copies in and out by state_dict name (f32, row-major).
+  void load_parameter(OpContext& ctx, const std::string& name, const std::vector<float>& values);
+  std::vector<float> parameter_values(OpContext& ctx, const std::string& name);
+
+ private:
+  std::vector<int> sizes_;
+  std::vector<Linear> layers_;
+  std::vector<Tensor> relu_out_;  // outputs of the ReLUs, kept for backward
+};
+
+// Mean-reduced cross-entropy over logits (B, V) and int32 targets (B).
+class CrossEntropyLoss {
+ public:
+  float forward(OpContext& ctx, const Tensor& logits, const Tensor& targets);
+  Tensor backward(OpContext& ctx, float dloss = 1.0f);  // dlogits (B, V)
+  void release() { probs_ = Tensor(); targets_ = Tensor(); }
+
+ private:
+  Tensor probs_, targets_;
+};
+
+// torch.optim.SGD(params, lr, momentum, weight_decay): momentum buffers are created at the first
+// step, on the parameter's device, as PyTorch's optimizer state.
+class SGD {
+ public:
+  SGD(std::vector<Parameter> params, float lr, float momentum = 0.0f, float weight_decay = 0.0f);
+  void step(OpContext& ctx);
+  void zero_grad(OpContext& ctx);
+  float lr;
+  float momentum;
+  float weight_decay;
+  int64_t step_count() const { return steps_; }
+
+ private:
+  std::vector<Parameter> params_;
+  std::vector<Tensor> momentum_buffers_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace furnace

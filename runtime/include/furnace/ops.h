@@ -1,0 +1,53 @@
+// furnace/ops.h: the ops on Tensors. Each checks shapes, dtypes and devices once, runs the
+// backend's implementation (the CPU `sim` ops on the simulator) and reports the kernel's cost,
+// which the sim backend turns into modelled time. The plain-loop `ref` ops, with the same
+// signatures as the `sim` ones, are the truth every implementation is tested against.
+#pragma once
+
+#include <cstdint>
+
+#include "furnace/runtime.h"
+#include "furnace/tensor.h"
+
+namespace furnace {
+
+// Where an op runs: a runtime, a device ordinal and a stream.
+struct OpContext {
+  Runtime& rt;
+  int device = 0;
+  int stream = 0;
+};
+
+namespace ops {
+
+// out (B, OC) = inp (B, C) @ weight (OC, C)^T + bias (OC), as torch.nn.Linear.
+void linear_forward(OpContext& ctx, Tensor& out, const Tensor& inp, const Tensor& weight,
+                    const Tensor& bias);
+// ACCUMULATES (+=) into dweight and dbias; writes dinp (skipped when dinp is undefined).
+void linear_backward(OpContext& ctx, Tensor* dinp, Tensor& dweight, Tensor& dbias,
+                     const Tensor& dout, const Tensor& inp, const Tensor& weight);
+// In place: x = max(x, 0).
+void relu_forward(OpContext& ctx, Tensor& x);
+// In place on the gradient: dx *= (out > 0).
+void relu_backward(OpContext& ctx, Tensor& dx, const Tensor& out);
+// Mean cross-entropy of logits (B, V) against int32 targets (B); writes probs (B, V).
+// Returns the loss (a 4-byte device-to-host copy, as loss.item()).
+float softmax_cross_entropy_forward(OpContext& ctx, Tensor& probs, const Tensor& logits,
+                                    const Tensor& targets);
+// Writes dlogits = (probs - onehot(targets)) * dloss / B.
+void softmax_cross_entropy_backward(OpContext& ctx, Tensor& dlogits, const Tensor& probs,
+                                    const Tensor& targets, float dloss = 1.0f);
+// Number of rows whose first maximum is at the target (torch.argmax picks the first).
+int64_t accuracy_count(OpContext& ctx, const Tensor& logits, const Tensor& targets);
+// torch.optim.SGD for one parameter: g' = g + wd*p; buf = first ? g' : momentum*buf + g';
+// p -= lr * buf. (dampening 0, no nesterov: PyTorch's defaults.)
+void sgd_momentum_step(OpContext& ctx, Tensor& param, const Tensor& grad, Tensor& momentum_buf,
+                       float lr, float momentum, float weight_decay, bool first_step);
+// x = 0.
+void zero(OpContext& ctx, Tensor& x);
+// Host <-> device copies of whole tensors (same shape and dtype).
+void copy_to_device(OpContext& ctx, Tensor& dst, const void* host_src, bool pinned = false);
+void copy_to_host(OpContext& ctx, void* host_dst, const Tensor& src);
+
+}  // namespace ops
+}  // namespace furnace

@@ -1,0 +1,62 @@
+// Tensor basics: shapes, host storage, reshape. Device factories live with the Runtime
+// (memory/runtime.cpp), which owns the allocators.
+#include "furnace/tensor.h"
+
+#include <sstream>
+
+#include "furnace/error.h"
+
+namespace furnace {
+
+std::string Device::str() const {
+  return type == DeviceType::cpu ? std::string("cpu") : "cuda:" + std::to_string(index);
+}
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << '(';
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  os << ')';
+  return os.str();
+}
+
+Storage::~Storage() {
+  if (release)
+    release(owner, ptr);
+  else
+    delete[] static_cast<std::byte*>(ptr);
+}
+
+Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, Device device, Shape shape,
+                            DType dtype) {
+  for (int64_t d : shape) FURNACE_CHECK(d >= 0) << "negative dimension in shape " << shape_str(shape);
+  Tensor t;
+  t.storage_ = std::move(storage);
+  t.device_ = device;
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  return t;
+}
+
+Tensor Tensor::empty_host(Shape shape, DType dtype) {
+  size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  auto storage = std::make_shared<Storage>(new std::byte[bytes > 0 ? bytes : 1], bytes, nullptr,
+                                           nullptr);
+  return from_storage(std::move(storage), Device::cpu(), std::move(shape), dtype);
+}
+
+Tensor Tensor::reshape(Shape shape) const {
+  FURNACE_CHECK(shape_numel(shape) == numel())
+      << "cannot reshape " << shape_str(shape_) << " to " << shape_str(shape);
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+}  // namespace furnace

@@ -1,0 +1,32 @@
+// nn::SGD: torch.optim.SGD with momentum; state (momentum buffers) lives on each parameter's
+// device, created at the first step.
+#include "furnace/error.h"
+#include "furnace/nn.h"
+
+namespace furnace {
+
+SGD::SGD(std::vector<Parameter> params, float lr_, float momentum_, float weight_decay_)
+    : lr(lr_), momentum(momentum_), weight_decay(weight_decay_), params_(std::move(params)) {
+  FURNACE_CHECK(lr >= 0.0f) << "Invalid learning rate: " << lr;
+  FURNACE_CHECK(momentum >= 0.0f) << "Invalid momentum value: " << momentum;
+  FURNACE_CHECK(weight_decay >= 0.0f) << "Invalid weight_decay value: " << weight_decay;
+  momentum_buffers_.resize(params_.size());
+}
+
+void SGD::step(OpContext& ctx) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Parameter& p = params_[i];
+    if (!p.grad->defined()) continue;  // no gradient: PyTorch skips the parameter
+    Tensor& buf = momentum_buffers_[i];
+    const bool first = momentum != 0.0f && !buf.defined();
+    if (first) buf = Tensor::empty(ctx.rt, p.value->device(), p.value->shape());
+    ops::sgd_momentum_step(ctx, *p.value, *p.grad, buf, lr, momentum, weight_decay, first);
+  }
+  ++steps_;
+}
+
+void SGD::zero_grad(OpContext&) {
+  for (Parameter& p : params_) *p.grad = Tensor();  // set_to_none=True
+}
+
+}  // namespace furnace

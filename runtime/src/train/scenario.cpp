@@ -1,0 +1,19 @@
+// Scenario validation: every bad value gets one line naming the option.
+#include "furnace/error.h"
+#include "furnace/train.h"
+
+namespace furnace {
+
+void Scenario::validate() const {
+  FURNACE_CHECK(epochs >= 1) << "--epochs must be at least 1 (got " << epochs << ")";
+  FURNACE_CHECK(batch >= 1) << "--batch must be at least 1 (got " << batch << ")";
+  FURNACE_CHECK(lr > 0 && lr < 100) << "--lr must be in (0, 100) (got " << lr << ")";
+  FURNACE_CHECK(momentum >= 0 && momentum < 1) << "--momentum must be in [0, 1) (got " << momentum << ")";
+  FURNACE_CHECK(!hidden.empty()) << "--hidden needs at least one layer width";
+  for (int h : hidden)
+    FURNACE_CHECK(h >= 1 && h <= (1 << 20)) << "--hidden: layer width " << h << " is out of range [1, 1048576]";
+  FURNACE_CHECK(max_steps == -1 || max_steps >= 1) << "--steps must be at least 1 (got " << max_steps << ")";
+  FURNACE_CHECK(device >= 0) << "--device must be a non-negative ordinal (got " << device << ")";
+}
+
+}  // namespace furnace

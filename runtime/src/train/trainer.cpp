@@ -1,0 +1,188 @@
+// The training loop for one device: load data, build the model on the device, and run
+// h2d -> forward -> loss -> backward -> optimizer for each batch, reporting phases to the trace.
+// DataParallel, accumulation and mixed precision grow from this loop in their own issues.
+#include <chrono>
+#include <filesystem>
+
+#include "furnace/error.h"
+#include "furnace/loader.h"
+#include "furnace/nn.h"
+#include "furnace/topology.h"
+#include "furnace/train.h"
+
+namespace furnace {
+namespace {
+
+constexpr int kClasses = 10;
+
+ImageDataset load_split(const Scenario& sc, const std::string& dir, const char* prefix) {
+  FURNACE_CHECK(!sc.data_dir.empty() || std::filesystem::exists(dir))
+      << "Fashion-MNIST not found in " << dir
+      << ": install it with 'apt-get install dataset-fashion-mnist', or pass --data DIR "
+         "(a small slice ships in data/fashion-mnist)";
+  return load_mnist_split(dir, prefix);
+}
+
+// Reports the span between two readings of the device clock as a training phase.
+class PhaseClock {
+ public:
+  PhaseClock(Runtime& rt, int device) : rt_(rt), device_(device) {}
+  void begin() { start_ = rt_.backend().device_time(device_); }
+  void end(const char* name, int64_t step) {
+    if (!rt_.trace().active()) return;
+    TraceEvent e;
+    e.kind = EventKind::phase;
+    e.name = name;
+    e.device = device_;
+    e.start_s = start_;
+    e.dur_s = rt_.backend().device_time(device_) - start_;
+    e.step = step;
+    rt_.trace().emit(e);
+  }
+
+ private:
+  Runtime& rt_;
+  int device_;
+  double start_ = 0;
+};
+
+double evaluate_accuracy(OpContext& ctx, MLP& model, const ImageDataset& test, int64_t batch) {
+  DataLoader loader(test, batch, /*shuffle=*/false, /*drop_last=*/false, 0);
+  Batch b;
+  int64_t correct = 0;
+  while (loader.next(b)) {
+    Tensor x = Tensor::empty(ctx.rt, Device::cuda(ctx.device), {b.size, b.features});
+    Tensor y = Tensor::empty(ctx.rt, Device::cuda(ctx.device), {b.size}, DType::i32);
+    ops::copy_to_device(ctx, x, b.images.data());
+    ops::copy_to_device(ctx, y, b.labels.data());
+    Tensor logits = model.forward(ctx, x);
+    correct += ops::accuracy_count(ctx, logits, y);
+    model.release_activations();  // torch.no_grad(): nothing is kept for backward
+  }
+  return test.n > 0 ? static_cast<double>(correct) / static_cast<double>(test.n) : 0.0;
+}
+
+}  // namespace
+
+TrainResult train(const Scenario& sc, TraceBus& trace, const ProgressFn& on_progress) {
+  sc.validate();
+  const Topology topology = load_topology(sc.topology);
+  const std::string dir = sc.data_dir.empty() ? default_fashion_mnist_dir() : sc.data_dir;
+  const ImageDataset train_set = load_split(sc, dir, "train");
+  const ImageDataset test_set = sc.evaluate ? load_split(sc, dir, "t10k") : ImageDataset{};
+  FURNACE_CHECK(sc.batch <= train_set.n)
+      << "--batch " << sc.batch << " is larger than the training set (" << train_set.n
+      << " images in " << dir << ")";
+
+  Runtime rt(make_backend(sc.backend, topology, &trace), trace);
+  FURNACE_CHECK(sc.device < rt.device_count())
+      << "invalid device ordinal " << sc.device << ": topology '" << topology.name << "' has "
+      << rt.device_count() << " GPU(s)";
+  OpContext ctx{rt, sc.device, 0};
+  const Device dev = Device::cuda(sc.device);
+
+  std::vector<int> sizes{train_set.rows * train_set.cols};
+  sizes.insert(sizes.end(), sc.hidden.begin(), sc.hidden.end());
+  sizes.push_back(kClasses);
+  MLP model(rt, sc.device, sizes);
+  model.init_parameters(ctx, sc.seed);
+  SGD optimizer(model.parameters(), sc.lr, sc.momentum);
+  CrossEntropyLoss criterion;
+  DataLoader loader(train_set, sc.batch, /*shuffle=*/true, /*drop_last=*/false, sc.seed);
+
+  TrainResult r;
+  r.backend = rt.backend().name();
+  r.topology = topology.name;
+  r.parameters = model.parameter_count();
+  const int64_t per_epoch = loader.num_batches();
+  int64_t total = per_epoch * sc.epochs;
+  if (sc.max_steps > 0) total = std::min(total, sc.max_steps);
+
+  PhaseClock phase(rt, sc.device);
+  Batch batch;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  for (int epoch = 0; epoch < sc.epochs && r.steps < total; ++epoch) {
+    loader.start_epoch(epoch);
+    double loss_sum = 0;
+    int64_t in_epoch = 0;
+    while (r.steps < total && loader.next(batch)) {
+      phase.begin();
+      Tensor x = Tensor::empty(rt, dev, {batch.size, batch.features});
+      Tensor y = Tensor::empty(rt, dev, {batch.size}, DType::i32);
+      ops::copy_to_device(ctx, x, batch.images.data());
+      ops::copy_to_device(ctx, y, batch.labels.data());
+      phase.end("h2d", r.steps);
+
+      phase.begin();
+      Tensor logits = model.forward(ctx, x);
+      phase.end("forward", r.steps);
+      phase.begin();
+      const float loss = criterion.forward(ctx, logits, y);
+      phase.end("loss", r.steps);
+
+      phase.begin();
+      optimizer.zero_grad(ctx);
+      Tensor dlogits = criterion.backward(ctx);
+      model.backward(ctx, dlogits);
+      phase.end("backward", r.steps);
+      phase.begin();
+      optimizer.step(ctx);
+      phase.end("optimizer", r.steps);
+
+      ++r.steps;
+      ++in_epoch;
+      r.train_samples += batch.size;
+      r.final_loss = loss;
+      loss_sum += loss;
+      if (trace.active()) {
+        TraceEvent e;
+        e.kind = EventKind::step;
+        e.name = "step";
+        e.device = sc.device;
+        e.start_s = rt.backend().device_time(sc.device);
+        e.step = r.steps;
+        e.value = loss;
+        trace.emit(e);
+      }
+      if (on_progress) {
+        const double t = elapsed();
+        Progress p;
+        p.epoch = epoch + 1;
+        p.epochs = sc.epochs;
+        p.step_in_epoch = in_epoch;
+        p.steps_per_epoch = per_epoch;
+        p.global_step = r.steps;
+        p.total_steps = total;
+        p.loss = loss;
+        p.samples_per_s = t > 0 ? static_cast<double>(r.train_samples) / t : 0;
+        p.eta_s = t / static_cast<double>(r.steps) * static_cast<double>(total - r.steps);
+        p.epoch_done = in_epoch == per_epoch || r.steps == total;
+        on_progress(p);
+      }
+    }
+    r.epochs = epoch + 1;
+    r.epoch_mean_loss.push_back(in_epoch ? static_cast<float>(loss_sum / in_epoch) : 0.0f);
+  }
+  r.wall_s = elapsed();
+  r.samples_per_s = r.wall_s > 0 ? static_cast<double>(r.train_samples) / r.wall_s : 0;
+  r.modelled_s = rt.backend().device_time(sc.device);
+  if (sc.evaluate) r.test_accuracy = evaluate_accuracy(ctx, model, test_set, 1000);
+
+  for (int d = 0; d < rt.device_count(); ++d) {
+    const GpuSpec& g = rt.backend().device_spec(d);
+    DeviceMemoryReport m;
+    m.device = d;
+    m.name = g.name;
+    m.capacity_bytes = g.memory_bytes;
+    m.context_bytes = g.context_bytes;
+    m.allocated_bytes = rt.memory_allocated(d);
+    m.reserved_bytes = rt.memory_reserved(d);
+    m.peak_allocated_bytes = rt.max_memory_allocated(d);
+    m.peak_reserved_bytes = rt.max_memory_reserved(d);
+    r.memory.push_back(m);
+  }
+  return r;
+}
+
+}  // namespace furnace

@@ -1,0 +1,172 @@
+// The `furnace` command as a user runs it: results, the --json contract, the trace file, and one
+// clear line with a non-zero exit for every kind of bad input.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliRun {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("furnace_cli_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  CliRun furnace(const std::string& args) {
+    const fs::path err = dir_ / "stderr.txt";
+    const std::string cmd = std::string(FURNACE_CLI) + " " + args + " 2>" + err.string() + " </dev/null";
+    CliRun r;
+    FILE* p = ::popen(cmd.c_str(), "r");
+    std::array<char, 4096> buf{};
+    size_t n;
+    while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+    const int st = ::pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    r.err = slurp(err);
+    return r;
+  }
+
+  // A failing run: non-zero exit (not a crash), exactly one line on stderr containing `needle`.
+  void expect_one_line_error(const std::string& args, const std::string& needle) {
+    CliRun r = furnace(args);
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_LT(r.status, 128) << args << ": killed by a signal";
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << "\nstderr: " << r.err;
+  }
+
+  std::string slice() const { return std::string(FURNACE_TEST_DATA_DIR) + "/fashion-mnist"; }
+
+  // A copy of the slice in which one file is replaced by `bytes`.
+  std::string broken_copy(const std::string& file, const std::string& bytes) {
+    fs::path d = dir_ / ("data" + std::to_string(++copies_));
+    fs::create_directories(d);
+    for (const auto& e : fs::directory_iterator(slice()))
+      if (e.path().extension() == ".gz") fs::copy_file(e.path(), d / e.path().filename());
+    fs::remove(d / (file + ".gz"));
+    std::ofstream(d / file, std::ios::binary) << bytes;
+    return d.string();
+  }
+
+  fs::path dir_;
+  int copies_ = 0;
+};
+
+TEST_F(Cli, TrainJsonContract) {
+  CliRun r = furnace("train --data " + slice() + " --epochs 3 --json --quiet");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string last = r.out.substr(r.out.rfind('\n', r.out.size() - 2) + 1);
+  auto j = nlohmann::json::parse(last);
+  EXPECT_EQ(j["backend"], "sim");
+  EXPECT_EQ(j["epochs"], 3);
+  EXPECT_EQ(j["steps"], 24);  // 3 x ceil(2000 / 256)
+  EXPECT_LT(j["final_loss"].get<double>(), 1.3);  // from ln(10) = 2.30: it learns
+  EXPECT_GT(j["test_accuracy"].get<double>(), 0.6);  // 10 classes: chance is 0.1
+  EXPECT_GT(j["samples_per_s"].get<double>(), 0.0);
+  ASSERT_EQ(j["memory"].size(), 1u);
+  const auto& m = j["memory"][0];
+  EXPECT_EQ(m["device"], 0);
+  // Parameters alone are (784*512 + 512 + 512*512 + 512 + 512*10 + 10) * 4 bytes = 2.68 MB.
+  EXPECT_GT(m["peak_allocated_bytes"].get<uint64_t>(), 2681896u * 3);  // params + grads + momentum
+  EXPECT_GE(m["peak_reserved_bytes"].get<uint64_t>(), m["peak_allocated_bytes"].get<uint64_t>());
+}
+
+TEST_F(Cli, TraceHasAProcessPerDeviceAndNestedTracks) {
+  const fs::path trace = dir_ / "t.json";
+  CliRun r = furnace("train --data " + slice() + " --epochs 1 --steps 3 --no-eval --quiet --trace " + trace.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto doc = nlohmann::json::parse(slurp(trace));
+  std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> tracks;
+  int kernels = 0, copies = 0, counters = 0, phases = 0;
+  bool named_device = false;
+  for (const auto& e : doc["traceEvents"]) {
+    const std::string ph = e["ph"];
+    if (ph == "M" && e["name"] == "process_name" && e["pid"] == 0)
+      named_device = e["args"]["name"].get<std::string>().rfind("cuda:0", 0) == 0;
+    if (ph == "C") ++counters;
+    if (ph != "X") continue;
+    const std::string cat = e["cat"];
+    kernels += cat == "kernel";
+    copies += cat == "copy";
+    phases += cat == "phase";
+    tracks[{e["pid"], e["tid"]}].emplace_back(e["ts"], e["ts"].get<double>() + e["dur"].get<double>());
+  }
+  EXPECT_TRUE(named_device);
+  EXPECT_GT(kernels, 3 * 10);
+  EXPECT_GE(copies, 3 * 2);
+  EXPECT_EQ(phases, 3 * 5);
+  EXPECT_GT(counters, 10);
+  for (auto& [track, spans] : tracks) {
+    std::sort(spans.begin(), spans.end());
+    std::vector<double> open_ends;  // a stack of enclosing spans
+    for (const auto& [b, e] : spans) {
+      while (!open_ends.empty() && open_ends.back() <= b + 1e-9) open_ends.pop_back();
+      if (!open_ends.empty()) EXPECT_LE(e, open_ends.back() + 1e-9) << "track " << track.first << "/" << track.second << " overlaps at ts " << b;
+      open_ends.push_back(e);
+    }
+  }
+}
+
+TEST_F(Cli, MemoryInstrumentJson) {
+  CliRun r = furnace("memory --alloc 1,5MiB,30MiB --free 0 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out.substr(r.out.rfind('{', r.out.find("\"steps\"")) ));
+  const auto& s = j["steps"];
+  ASSERT_EQ(s.size(), 4u);
+  EXPECT_EQ(s[0]["allocated"], 512);
+  EXPECT_EQ(s[0]["reserved"], 2 << 20);
+  EXPECT_EQ(s[1]["reserved"], (2 << 20) + (20 << 20));
+  EXPECT_EQ(s[2]["reserved"], (2 << 20) + (20 << 20) + (30 << 20));
+  EXPECT_EQ(s[3]["op"], "free");
+  EXPECT_EQ(s[3]["allocated"], (5 << 20) + (30 << 20));
+}
+
+TEST_F(Cli, BadInputGetsOneLineAndNonZeroExit) {
+  expect_one_line_error("train --no-such-option", "--no-such-option");
+  expect_one_line_error("frobnicate", "unknown command 'frobnicate'");
+  expect_one_line_error("train --data " + (dir_ / "nowhere").string(), "nowhere");
+  expect_one_line_error("train --data " + broken_copy("train-images-idx3-ubyte", std::string("GARBAGE!garbage")),
+                        "not an IDX file");
+  expect_one_line_error("train --data " + broken_copy("train-images-idx3-ubyte",
+                        std::string("\x00\x00\x08\x03\x00\x00\x07\xd0\x00\x00\x00\x1c\x00\x00\x00\x1c", 16) + "short"),
+                        "truncated");
+  expect_one_line_error("train --topology no-such-machine", "unknown topology 'no-such-machine'");
+  {
+    std::ofstream(dir_ / "bad.toml") << "name = \"x\"\n[[gpu]\nname = 1\n";
+    expect_one_line_error("train --topology " + (dir_ / "bad.toml").string(), "bad.toml");
+  }
+  expect_one_line_error("train --data " + slice() + " --batch 5000", "larger than the training set");
+  expect_one_line_error("train --data " + slice() + " --epochs 0", "--epochs");
+  expect_one_line_error("train --data " + slice() + " --hidden 512,abc", "--hidden");
+  expect_one_line_error("train --data " + slice() + " --hidden 100000,100000 --topology laptop-4060",
+                        "CUDA out of memory. Tried to allocate");
+  expect_one_line_error("train --data " + slice() + " --device 3", "invalid device ordinal 3");
+  expect_one_line_error("memory --alloc 5MiB,banana", "banana");
+  expect_one_line_error("memory --alloc 5MiB --free 4", "4");
+}
+
+}  // namespace

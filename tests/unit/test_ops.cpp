@@ -1,0 +1,235 @@
+// The sim ops against the ref ops (the truth), the Tensor-level dispatch checks, and a
+// finite-difference check of the MLP's backward through the whole model and loss.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "furnace/error.h"
+#include "furnace/nn.h"
+#include "furnace/ops.h"
+#include "furnace/random.h"
+#include "furnace/topology.h"
+#include "ops/ref/ref_ops.h"
+#include "ops/sim/sim_ops.h"
+
+namespace furnace {
+namespace {
+
+std::vector<float> random_vec(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  Generator g(seed);
+  std::vector<float> v(n);
+  for (float& x : v) x = g.uniform(lo, hi);
+  return v;
+}
+
+// |a - b| <= atol + rtol * |ref| elementwise; fp32 sums in a different order than the double ref.
+void expect_close(const std::vector<float>& got, const std::vector<float>& ref, float atol,
+                  float rtol, const char* what) {
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  size_t worst = 0;
+  float worst_err = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float err = std::fabs(got[i] - ref[i]);
+    if (err - rtol * std::fabs(ref[i]) > worst_err) {
+      worst_err = err - rtol * std::fabs(ref[i]);
+      worst = i;
+    }
+  }
+  EXPECT_LE(worst_err, atol) << what << ": worst element " << worst << " got " << got[worst]
+                             << " ref " << ref[worst];
+}
+
+// Small shapes that still reach every branch: B=1, odd sizes, bias on and off.
+struct LinearShape {
+  int B, C, OC;
+};
+class LinearOps : public ::testing::TestWithParam<LinearShape> {};
+
+TEST_P(LinearOps, SimMatchesRef) {
+  const auto [B, C, OC] = GetParam();
+  auto inp = random_vec(static_cast<size_t>(B * C), 1), w = random_vec(static_cast<size_t>(OC * C), 2),
+       b = random_vec(static_cast<size_t>(OC), 3), dout = random_vec(static_cast<size_t>(B * OC), 4);
+  for (bool with_bias : {true, false}) {
+    std::vector<float> out_ref(static_cast<size_t>(B * OC)), out_sim(out_ref.size());
+    ref::linear_forward(out_ref.data(), inp.data(), w.data(), with_bias ? b.data() : nullptr, B, C, OC);
+    sim::linear_forward(out_sim.data(), inp.data(), w.data(), with_bias ? b.data() : nullptr, B, C, OC);
+    expect_close(out_sim, out_ref, 1e-5f, 1e-5f, "linear_forward");
+  }
+  // Backward accumulates into dweight/dbias: start both from the same non-zero values.
+  auto dw0 = random_vec(static_cast<size_t>(OC * C), 5), db0 = random_vec(static_cast<size_t>(OC), 6);
+  std::vector<float> dinp_ref(static_cast<size_t>(B * C)), dinp_sim(dinp_ref.size());
+  auto dw_ref = dw0, dw_sim = dw0, db_ref = db0, db_sim = db0;
+  ref::linear_backward(dinp_ref.data(), dw_ref.data(), db_ref.data(), dout.data(), inp.data(), w.data(), B, C, OC);
+  sim::linear_backward(dinp_sim.data(), dw_sim.data(), db_sim.data(), dout.data(), inp.data(), w.data(), B, C, OC);
+  expect_close(dinp_sim, dinp_ref, 1e-5f, 1e-5f, "dinp");
+  expect_close(dw_sim, dw_ref, 1e-5f, 1e-5f, "dweight");
+  expect_close(db_sim, db_ref, 1e-5f, 1e-5f, "dbias");
+  // And dinp may be skipped.
+  sim::linear_backward(nullptr, dw_sim.data(), db_sim.data(), dout.data(), inp.data(), w.data(), B, C, OC);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, LinearOps,
+                         ::testing::Values(LinearShape{1, 1, 1}, LinearShape{1, 7, 3},
+                                           LinearShape{5, 13, 11}, LinearShape{64, 784, 10},
+                                           LinearShape{33, 64, 65}));
+
+TEST(Ops, ReluSimMatchesRef) {
+  auto x = random_vec(1001, 7);
+  x[0] = 0.0f;
+  x[1] = -0.0f;
+  x[2] = NAN;
+  auto a = x, b = x;
+  ref::relu_forward(a.data(), 1001);
+  sim::relu_forward(b.data(), 1001);
+  for (size_t i = 3; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]);
+  auto d = random_vec(1001, 8);
+  auto da = d, db = d;
+  ref::relu_backward(da.data(), a.data(), 1001);
+  sim::relu_backward(db.data(), b.data(), 1001);
+  for (size_t i = 3; i < a.size(); ++i) EXPECT_EQ(da[i], db[i]);
+  EXPECT_EQ(da[0], 0.0f);  // gradient of relu at 0 is 0, as PyTorch
+}
+
+TEST(Ops, CrossEntropySimMatchesRefAndKnownValue) {
+  const int B = 9, V = 10;
+  auto logits = random_vec(B * V, 9, -5, 5);
+  logits[3] = 80.0f;  // large logits must not overflow (max subtraction)
+  std::vector<int32_t> t = {0, 1, 2, 3, 4, 5, 6, 7, 9};
+  std::vector<float> pr(B * V), ps(B * V);
+  const float lr = ref::softmax_cross_entropy_forward(pr.data(), logits.data(), t.data(), B, V);
+  const float ls = sim::softmax_cross_entropy_forward(ps.data(), logits.data(), t.data(), B, V);
+  EXPECT_NEAR(ls, lr, 1e-5);
+  expect_close(ps, pr, 1e-6f, 1e-5f, "probs");
+  std::vector<float> gr(B * V), gs(B * V);
+  ref::softmax_cross_entropy_backward(gr.data(), pr.data(), t.data(), B, V, 0.5f);
+  sim::softmax_cross_entropy_backward(gs.data(), ps.data(), t.data(), B, V, 0.5f);
+  expect_close(gs, gr, 1e-6f, 1e-5f, "dlogits");
+  // Uniform logits: loss is log(V) exactly.
+  std::vector<float> zeros(B * V, 0.0f);
+  EXPECT_NEAR(sim::softmax_cross_entropy_forward(ps.data(), zeros.data(), t.data(), B, V), std::log(10.0), 1e-6);
+}
+
+TEST(Ops, AccuracyPicksTheFirstMaximum) {
+  std::vector<float> logits = {1, 3, 3, 0, /**/ 5, 5, 1, 1};
+  std::vector<int32_t> t = {1, 1};
+  EXPECT_EQ(ref::accuracy_count(logits.data(), t.data(), 2, 4), 1);
+  EXPECT_EQ(sim::accuracy_count(logits.data(), t.data(), 2, 4), 1);
+}
+
+TEST(Ops, SgdMomentumMatchesRefAndPyTorchRule) {
+  auto p = random_vec(100, 10), g = random_vec(100, 11);
+  for (float wd : {0.0f, 0.01f}) {
+    auto pr = p, ps = p;
+    std::vector<float> br(100), bs(100);
+    for (int step = 0; step < 3; ++step) {
+      ref::sgd_momentum_step(pr.data(), g.data(), br.data(), 100, 0.1f, 0.9f, wd, step == 0);
+      sim::sgd_momentum_step(ps.data(), g.data(), bs.data(), 100, 0.1f, 0.9f, wd, step == 0);
+    }
+    expect_close(ps, pr, 1e-6f, 1e-6f, "param");
+  }
+  // By hand, wd=0: buf = g, then 0.9 g + g, then 0.9*1.9 g + g = 2.71 g; p -= 0.1 * (1 + 1.9 + 2.71) g.
+  auto pr = p;
+  std::vector<float> br(100);
+  for (int step = 0; step < 3; ++step) ref::sgd_momentum_step(pr.data(), g.data(), br.data(), 100, 0.1f, 0.9f, 0.0f, step == 0);
+  EXPECT_NEAR(pr[5], p[5] - 0.1f * 5.61f * g[5], 1e-5);
+}
+
+struct SimOps : ::testing::Test {
+  TraceBus bus;
+  Topology topo = load_topology("laptop-4060");
+  Runtime rt{make_sim_backend(topo, &bus), bus};
+  OpContext ctx{rt, 0, 0};
+};
+
+TEST_F(SimOps, DispatchChecksShapesAndDevices) {
+  Tensor x = Tensor::empty(rt, Device::cuda(0), {4, 3});
+  Tensor w = Tensor::empty(rt, Device::cuda(0), {5, 7});
+  Tensor b = Tensor::empty(rt, Device::cuda(0), {5});
+  Tensor out = Tensor::empty(rt, Device::cuda(0), {4, 5});
+  try {
+    ops::linear_forward(ctx, out, x, w, b);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "mat1 and mat2 shapes cannot be multiplied (4x3 and 7x5)");
+  }
+  Tensor host = Tensor::empty_host({4, 7});
+  try {
+    ops::linear_forward(ctx, out, host, w, b);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expected input on cuda:0 but found it on cpu"), std::string::npos);
+  }
+  Tensor labels = Tensor::empty(rt, Device::cuda(0), {4}, DType::i32);
+  std::vector<int32_t> bad = {0, 1, 12, 2};
+  ops::copy_to_device(ctx, labels, bad.data());
+  Tensor probs = Tensor::empty(rt, Device::cuda(0), {4, 5});
+  EXPECT_THROW(ops::softmax_cross_entropy_forward(ctx, probs, out, labels), Error);
+}
+
+TEST_F(SimOps, KernelsAdvanceTheModelledClockAndReachTheTrace) {
+  std::vector<TraceEvent> seen;
+  int id = bus.subscribe([&](const TraceEvent& e) { if (e.kind == EventKind::kernel) seen.push_back(e); });
+  Tensor x = Tensor::empty(rt, Device::cuda(0), {256, 784});
+  Tensor w = Tensor::empty(rt, Device::cuda(0), {512, 784});
+  Tensor b = Tensor::empty(rt, Device::cuda(0), {512});
+  Tensor out = Tensor::empty(rt, Device::cuda(0), {256, 512});
+  ops::zero(ctx, x); ops::zero(ctx, w); ops::zero(ctx, b);
+  seen.clear();
+  const double t0 = rt.backend().device_time(0);
+  ops::linear_forward(ctx, out, x, w, b);
+  const double t1 = rt.backend().device_time(0);
+  bus.unsubscribe(id);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].name, "linear_forward");
+  EXPECT_DOUBLE_EQ(seen[0].flops, 2.0 * 256 * 784 * 512);
+  EXPECT_NEAR(t1 - t0, model_kernel_seconds(topo.gpus[0], {seen[0].flops, static_cast<double>(seen[0].bytes), DType::f32}), 1e-9);
+  EXPECT_DOUBLE_EQ(seen[0].start_s, t0);
+}
+
+// Central differences through MLP + CrossEntropyLoss on a tiny model. fp32 with eps 1e-2 on a
+// smooth-enough loss: agreement within 1e-3 absolute catches a wrong sign, a missing term or a
+// transposed GEMM, which is what this test is for.
+TEST_F(SimOps, MlpBackwardMatchesFiniteDifferences) {
+  const int B = 4;
+  MLP model(rt, 0, {6, 5, 4, 3});
+  model.init_parameters(ctx, 42);
+  auto xs = random_vec(B * 6, 12);
+  std::vector<int32_t> ys = {0, 2, 1, 2};
+  Tensor x = Tensor::empty(rt, Device::cuda(0), {B, 6});
+  Tensor y = Tensor::empty(rt, Device::cuda(0), {B}, DType::i32);
+  ops::copy_to_device(ctx, x, xs.data());
+  ops::copy_to_device(ctx, y, ys.data());
+  CrossEntropyLoss ce;
+  auto loss_at = [&] {
+    Tensor logits = model.forward(ctx, x);
+    float l = ce.forward(ctx, logits, y);
+    ce.release();
+    model.release_activations();
+    return static_cast<double>(l);
+  };
+  Tensor logits = model.forward(ctx, x);
+  ce.forward(ctx, logits, y);
+  model.backward(ctx, ce.backward(ctx));
+  for (Parameter& p : model.parameters()) {
+    std::vector<float> grad(static_cast<size_t>(p.grad->numel()));
+    ops::copy_to_host(ctx, grad.data(), *p.grad);
+    std::vector<float> v = model.parameter_values(ctx, p.name);
+    for (size_t i = 0; i < v.size(); i += 3) {
+      const float orig = v[i];
+      const float eps = 1e-3f;
+      v[i] = orig + eps;
+      model.load_parameter(ctx, p.name, v);
+      const double up = loss_at();
+      v[i] = orig - eps;
+      model.load_parameter(ctx, p.name, v);
+      const double down = loss_at();
+      v[i] = orig;
+      model.load_parameter(ctx, p.name, v);
+      EXPECT_NEAR(grad[i], (up - down) / (2 * eps), 1e-3) << p.name << "[" << i << "]";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace furnace

@@ -1,0 +1,101 @@
+// TraceBus and the Chrome trace writer: structure, one process per device, one track per stream,
+// perfect nesting on every track, counters for memory.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "furnace/trace.h"
+
+namespace furnace {
+namespace {
+
+TEST(TraceBus, SubscribersSeeEventsUntilUnsubscribed) {
+  TraceBus bus;
+  EXPECT_FALSE(bus.active());
+  int seen = 0;
+  int id = bus.subscribe([&](const TraceEvent&) { ++seen; });
+  EXPECT_TRUE(bus.active());
+  bus.emit(TraceEvent{});
+  bus.unsubscribe(id);
+  bus.emit(TraceEvent{});
+  EXPECT_EQ(seen, 1);
+  EXPECT_FALSE(bus.active());
+}
+
+TEST(TraceBus, ClockDefaultsToZeroAndFollowsTheBackend) {
+  TraceBus bus;
+  EXPECT_EQ(bus.now(0), 0.0);
+  bus.set_clock([](int d) { return 1.5 * d; });
+  EXPECT_EQ(bus.now(2), 3.0);
+}
+
+TraceEvent kernel(int device, int stream, double start, double dur, const char* name) {
+  TraceEvent e;
+  e.kind = EventKind::kernel;
+  e.name = name;
+  e.device = device;
+  e.stream = stream;
+  e.start_s = start;
+  e.dur_s = dur;
+  return e;
+}
+
+TEST(ChromeTrace, LayoutAndBackToBackEventsDoNotOverlap) {
+  TraceBus bus;
+  ChromeTraceWriter w(bus);
+  w.set_device_names({"GPU A", "GPU B"});
+  // Back-to-back kernels whose boundaries are not exact in binary.
+  double t = 0;
+  for (int i = 0; i < 100; ++i) {
+    const double dur = 1e-6 * (0.1 + 0.013 * i);
+    bus.emit(kernel(0, 0, t, dur, "k"));
+    t += dur;
+  }
+  bus.emit(kernel(1, 2, 0.0, 1e-3, "other"));
+  TraceEvent a;
+  a.kind = EventKind::alloc;
+  a.device = 1;
+  a.allocated = 512;
+  a.reserved = 2 << 20;
+  bus.emit(a);
+
+  auto doc = nlohmann::json::parse(w.to_json());
+  ASSERT_TRUE(doc.contains("traceEvents"));
+  std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> tracks;
+  int counters = 0, names = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    const std::string ph = e["ph"];
+    if (ph == "X") tracks[{e["pid"], e["tid"]}].emplace_back(e["ts"], e["dur"]);
+    if (ph == "C") {
+      ++counters;
+      EXPECT_EQ(e["args"]["reserved"], 2 << 20);
+    }
+    if (ph == "M" && e["name"] == "process_name") {
+      ++names;
+      if (e["pid"] == 0) EXPECT_EQ(e["args"]["name"], "cuda:0 GPU A");
+    }
+  }
+  EXPECT_EQ(counters, 1);
+  EXPECT_EQ(names, 2);
+  ASSERT_EQ(tracks.size(), 2u);
+  const auto& track = tracks[{0, 0}];
+  ASSERT_EQ(track.size(), 100u);
+  for (size_t i = 1; i < track.size(); ++i)
+    EXPECT_LE(track[i - 1].first + track[i - 1].second, track[i].first + 1e-9) << "overlap at " << i;
+}
+
+TEST(ChromeTrace, WriteFailsWithOneLine) {
+  TraceBus bus;
+  ChromeTraceWriter w(bus);
+  try {
+    w.write("/nonexistent-dir/x.json");
+    FAIL();
+  } catch (const std::exception& e) {
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("/nonexistent-dir/x.json"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace furnace
