@@ -1,7 +1,8 @@
 // `furnace memory`: replays a list of allocations (then frees, then optionally empty_cache)
-// through the caching allocator on a bookkeeping-only device, and shows memory_allocated and
-// memory_reserved after every step, the way torch.cuda reports them. Not here: the allocator's
-// rules (runtime/src/memory/caching_allocator.cpp) and real devices (--topology comes later).
+// through the caching allocator on a simulated GPU of a topology (or, with --capacity, a
+// bookkeeping-only device of that size), and shows memory_allocated and memory_reserved after
+// every step, the way torch.cuda reports them. Not here: the allocator's rules
+// (runtime/src/memory/caching_allocator.cpp).
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -10,6 +11,8 @@
 
 #include "commands.h"           // defines: add_memory_command
 #include "furnace/allocator.h"  // defines: CachingAllocator, RawAllocator, format_size, parse_size
+#include "furnace/backend.h"    // defines: make_sim_backend
+#include "furnace/topology.h"   // defines: load_topology
 #include "furnace/error.h"      // defines: Error, OutOfMemoryError, FURNACE_CHECK
 
 namespace furnace::cli {
@@ -43,7 +46,9 @@ class BookkeepingDevice : public RawAllocator {
 struct MemoryOptions {
   std::vector<std::string> alloc;  // sizes, as typed
   std::vector<std::string> free;   // indices into `alloc`, as typed
-  std::string capacity = "8GiB";
+  std::string topology = "laptop-4060";
+  int device = 0;
+  std::string capacity;  // set: a bookkeeping device of this size instead of the topology's GPU
   std::string context = "0";
   bool empty_cache = false;
   bool json = false;
@@ -106,9 +111,10 @@ void print_json(const std::vector<Step>& steps) {
   std::printf("%s\n", out.c_str());
 }
 
-void print_table(const std::vector<Step>& steps, uint64_t capacity, uint64_t context) {
-  std::printf("fake device: %s total, %s taken by the CUDA context; PyTorch's caching allocator\n\n",
-              format_size(capacity).c_str(), format_size(context).c_str());
+void print_table(const std::vector<Step>& steps, const std::string& label, uint64_t capacity,
+                 uint64_t context) {
+  std::printf("%s: %s total, %s taken by the CUDA context; PyTorch's caching allocator\n\n",
+              label.c_str(), format_size(capacity).c_str(), format_size(context).c_str());
   struct Row {
     std::string cells[6];
   };
@@ -146,23 +152,43 @@ void print_explanation(uint64_t allocated, uint64_t reserved) {
 }
 
 void run_memory(const MemoryOptions& o) {
-  const uint64_t capacity = parse_size(o.capacity);
-  const uint64_t context = parse_size(o.context);
-  FURNACE_CHECK(context <= capacity) << "--context (" << format_size(context)
-                                     << ") is larger than --capacity (" << format_size(capacity)
-                                     << ")";
+  uint64_t capacity = 0, context = 0;
+  std::string label;
+  std::unique_ptr<RawAllocator> bookkeeping;
+  std::unique_ptr<Backend> backend;
+  RawAllocator* device = nullptr;
+  if (!o.capacity.empty()) {
+    capacity = parse_size(o.capacity);
+    context = parse_size(o.context);
+    FURNACE_CHECK(context <= capacity) << "--context (" << format_size(context)
+                                       << ") is larger than --capacity (" << format_size(capacity)
+                                       << ")";
+    bookkeeping = std::make_unique<BookkeepingDevice>(capacity, context);
+    device = bookkeeping.get();
+    label = "device";
+  } else {
+    const Topology topo = load_topology(o.topology);
+    backend = make_sim_backend(topo, nullptr);
+    FURNACE_CHECK(o.device >= 0 && o.device < backend->device_count())
+        << "invalid device ordinal " << o.device << ": topology '" << topo.name << "' has "
+        << backend->device_count() << " GPU(s)";
+    const GpuSpec& g = backend->device_spec(o.device);
+    capacity = g.memory_bytes;
+    context = g.context_bytes;
+    device = &backend->raw_allocator(o.device);
+    label = "cuda:" + std::to_string(o.device) + " " + g.name + " (" + topo.name + ")";
+  }
   const std::vector<uint64_t> sizes = parse_sizes(o.alloc);
   const std::vector<int> frees = parse_frees(o.free, sizes.size());
 
-  BookkeepingDevice device(capacity, context);
-  CachingAllocator alloc(device, 0);
+  CachingAllocator alloc(*device, o.device);
   std::vector<Step> steps;
   std::vector<void*> ptrs(sizes.size(), nullptr);
   auto finish = [&] {
     if (o.json) {
       print_json(steps);
     } else {
-      print_table(steps, capacity, context);
+      print_table(steps, label, capacity, context);
     }
   };
   auto record = [&](const char* op, int index, uint64_t bytes, std::string note) {
@@ -243,8 +269,12 @@ void add_memory_command(CLI::App& app) {
       ->delimiter(',');
   sub->add_flag("--empty-cache", opts->empty_cache,
                 "Call empty_cache() after the frees (returns entirely free segments)");
-  sub->add_option("--capacity", opts->capacity, "Device memory")->capture_default_str();
-  sub->add_option("--context", opts->context, "Device memory taken by the CUDA context")
+  sub->add_option("--topology", opts->topology, "Machine whose GPU to use (data/topologies)")
+      ->capture_default_str();
+  sub->add_option("--device", opts->device, "Which GPU of the topology (cuda:N)")->capture_default_str();
+  sub->add_option("--capacity", opts->capacity,
+                  "Use a bookkeeping device of this size instead of the topology's GPU");
+  sub->add_option("--context", opts->context, "With --capacity: memory taken by the CUDA context")
       ->capture_default_str();
   sub->add_flag("--json", opts->json,
                 "Print one JSON line: {\"steps\":[{\"op\",\"bytes\",\"allocated\",\"reserved\"}]}");

@@ -90,6 +90,8 @@ void run(const TrainOptions& o) {
   Scenario sc = o.scenario;
   sc.hidden = parse_widths(o.hidden);
   sc.validate();
+  std::string widths;
+  for (int w : sc.hidden) widths += (widths.empty() ? "" : "-") + std::to_string(w);
 
   TraceBus bus;
   std::unique_ptr<ChromeTraceWriter> writer;
@@ -99,9 +101,9 @@ void run(const TrainOptions& o) {
   ProgressFn progress;
   if (!o.quiet) progress = [&bar](const Progress& p) { bar(p); };
   if (!o.quiet && !o.json)
-    std::printf("furnace train: MLP 784-%s-10, batch %lld, SGD lr %g momentum %g, %d epoch%s, "
+    std::printf("furnace train: MLP 784-%s-10, batch %lld, SGD lr %g (%s) momentum %g, %d epoch%s, "
                 "topology %s, device cuda:%d\n",
-                o.hidden.c_str(), static_cast<long long>(sc.batch), sc.lr, sc.momentum, sc.epochs,
+                widths.c_str(), static_cast<long long>(sc.batch), sc.lr, sc.lr_schedule.c_str(), sc.momentum, sc.epochs,
                 sc.epochs == 1 ? "" : "s", sc.topology.c_str(), sc.device);
   std::fflush(stdout);
   TrainResult r = train(sc, bus, progress);
@@ -130,6 +132,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--batch", s.batch, "batch size")->capture_default_str();
   cmd->add_option("--lr", s.lr, "learning rate")->capture_default_str();
   cmd->add_option("--momentum", s.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--lr-schedule", s.lr_schedule, "constant, or cosine (CosineAnnealingLR over the run)")->capture_default_str();
   cmd->add_option("--hidden", opts->hidden, "hidden layer widths, comma-separated")->capture_default_str();
   cmd->add_option("--seed", s.seed, "seed for initialisation and shuffling")->capture_default_str();
   cmd->add_option("--data", s.data_dir, "MNIST-format folder (default: Debian's Fashion-MNIST)");

@@ -18,13 +18,17 @@ struct Scenario {
   std::vector<int> hidden = {512, 512};  // hidden layer widths of the MLP (784-...-10)
   int epochs = 5;
   int64_t batch = 256;
-  float lr = 0.05f;
+  float lr = 0.1f;
   float momentum = 0.9f;
+  std::string lr_schedule = "cosine";  // "constant", or "cosine": torch.optim.lr_scheduler.
+                                       // CosineAnnealingLR(T_max = total steps), stepped per step
   uint64_t seed = 0;
   std::string data_dir;    // MNIST-format folder; empty: Debian's Fashion-MNIST
   int64_t max_steps = -1;  // stop after this many optimizer steps (benchmarks, tests); -1: all
   int device = 0;          // logical device ordinal to train on
   bool evaluate = true;    // measure test accuracy at the end
+  bool normalize = true;   // (x - mean) / std with the training set's statistics, as
+                           // torchvision's transforms.Normalize((0.2860,), (0.3530,)) does
 
   // Checks ranges; one clear line per problem (throws furnace::Error).
   void validate() const;

@@ -9,6 +9,8 @@ void Scenario::validate() const {
   FURNACE_CHECK(batch >= 1) << "--batch must be at least 1 (got " << batch << ")";
   FURNACE_CHECK(lr > 0 && lr < 100) << "--lr must be in (0, 100) (got " << lr << ")";
   FURNACE_CHECK(momentum >= 0 && momentum < 1) << "--momentum must be in [0, 1) (got " << momentum << ")";
+  FURNACE_CHECK(lr_schedule == "constant" || lr_schedule == "cosine")
+      << "--lr-schedule must be constant or cosine (got '" << lr_schedule << "')";
   FURNACE_CHECK(!hidden.empty()) << "--hidden needs at least one layer width";
   for (int h : hidden)
     FURNACE_CHECK(h >= 1 && h <= (1 << 20)) << "--hidden: layer width " << h << " is out of range [1, 1048576]";
