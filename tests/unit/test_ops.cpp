@@ -181,7 +181,7 @@ TEST_F(SimOps, KernelsAdvanceTheModelledClockAndReachTheTrace) {
   const double t1 = rt.backend().device_time(0);
   bus.unsubscribe(id);
   ASSERT_EQ(seen.size(), 1u);
-  EXPECT_EQ(seen[0].name, "linear_forward");
+  EXPECT_STREQ(seen[0].name, "linear_forward");
   EXPECT_DOUBLE_EQ(seen[0].flops, 2.0 * 256 * 784 * 512);
   EXPECT_NEAR(t1 - t0, model_kernel_seconds(topo.gpus[0], {seen[0].flops, static_cast<double>(seen[0].bytes), DType::f32}), 1e-9);
   EXPECT_DOUBLE_EQ(seen[0].start_s, t0);

@@ -27,7 +27,7 @@ const char* event_kind_name(EventKind k);
 
 struct TraceEvent {
   EventKind kind = EventKind::kernel;
-  std::string name;     // "linear_forward", "h2d", ...
+  const char* name = "";  // "linear_forward", "h2d", ...: a string with static storage
   int device = -1;      // -1: host
   int stream = 0;
   double start_s = 0;   // modelled (sim) or measured (cuda) device time

@@ -24,6 +24,7 @@ double ns_to_us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
 }  // namespace
 
 ChromeTraceWriter::ChromeTraceWriter(TraceBus& bus) : bus_(bus) {
+  events_.reserve(1 << 16);
   id_ = bus_.subscribe([this](const TraceEvent& e) { events_.push_back(e); });
 }
 
