@@ -21,7 +21,7 @@
 #include "furnace/loader.h"
 #include "furnace/random.h"
 #include "furnace/train.h"
-#include "../runtime/src/ops/sim/sim_ops.h"
+#include "ops/sim/sim_ops.h"
 
 using namespace furnace;
 
