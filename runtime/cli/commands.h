@@ -8,5 +8,6 @@ namespace furnace::cli {
 
 void add_train_command(CLI::App& app);
 void add_memory_command(CLI::App& app);
+void add_scaler_command(CLI::App& app);
 
 }  // namespace furnace::cli

@@ -83,6 +83,7 @@ class SGD {
   float momentum;
   float weight_decay;
   int64_t step_count() const { return steps_; }
+  const std::vector<Parameter>& parameters() const { return params_; }
 
  private:
   std::vector<Parameter> params_;

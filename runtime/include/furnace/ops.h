@@ -43,6 +43,9 @@ int64_t accuracy_count(OpContext& ctx, const Tensor& logits, const Tensor& targe
 // p -= lr * buf. (dampening 0, no nesterov: PyTorch's defaults.)
 void sgd_momentum_step(OpContext& ctx, Tensor& param, const Tensor& grad, Tensor& momentum_buf,
                        float lr, float momentum, float weight_decay, bool first_step);
+// GradScaler's unscale kernel on one gradient: found_inf (a 1-element f32 tensor on the same
+// device) becomes 1 if grad holds an inf or NaN; grad *= inv_scale unless inv_scale == 1.
+void non_finite_check_and_unscale(OpContext& ctx, Tensor& grad, float inv_scale, Tensor& found_inf);
 // x = 0.
 void zero(OpContext& ctx, Tensor& x);
 // Host <-> device copies of whole tensors (same shape and dtype).

@@ -20,7 +20,9 @@ void SGD::step(OpContext& ctx) {
     Tensor& buf = momentum_buffers_[i];
     const bool first = momentum != 0.0f && !buf.defined();
     if (first) buf = Tensor::empty(ctx.rt, p.value->device(), p.value->shape());
-    ops::sgd_momentum_step(ctx, *p.value, *p.grad, buf, lr, momentum, weight_decay, first);
+    // Each parameter is updated on its own device (and ctx's stream), as torch.optim does.
+    OpContext on_device{ctx.rt, p.value->device().index, ctx.stream};
+    ops::sgd_momentum_step(on_device, *p.value, *p.grad, buf, lr, momentum, weight_decay, first);
   }
   ++steps_;
 }

@@ -174,6 +174,16 @@ void sgd_momentum_step(OpContext& ctx, Tensor& param, const Tensor& grad, Tensor
   account(ctx, op, 3.0 * param.numel(), kF * 5.0 * param.numel());
 }
 
+void non_finite_check_and_unscale(OpContext& ctx, Tensor& grad, float inv_scale, Tensor& found_inf) {
+  const char* op = "non_finite_check_and_unscale";
+  require(grad, "grad", op, ctx, DType::f32, -1);
+  require(found_inf, "found_inf", op, ctx, DType::f32, -1);
+  FURNACE_CHECK(found_inf.numel() == 1) << op << ": found_inf must have one element";
+  require_cpu_ops(ctx, op);
+  sim::non_finite_check_and_unscale(grad.data<float>(), grad.numel(), inv_scale, found_inf.data<float>());
+  account(ctx, op, static_cast<double>(grad.numel()), kF * 2.0 * grad.numel());
+}
+
 void zero(OpContext& ctx, Tensor& x) {
   FURNACE_CHECK(x.device() == Device::cuda(ctx.device)) << "zero: tensor on " << x.device().str();
   ctx.rt.backend().memset(ctx.device, x.raw(), 0, x.nbytes(), ctx.stream);

@@ -97,4 +97,11 @@ void sgd_momentum_step(float* param, const float* grad, float* buf, int64_t n, f
   }
 }
 
+void non_finite_check_and_unscale(float* grad, int64_t n, float inv_scale, float* found_inf) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(grad[i])) *found_inf = 1.0f;
+    if (inv_scale != 1.0f) grad[i] = grad[i] * inv_scale;
+  }
+}
+
 }  // namespace furnace::ref
