@@ -1,40 +1,93 @@
-// furnace/loader.h: DataLoader over an in-memory image dataset: seeded shuffle per epoch,
-// batches of batch_size, the last one smaller unless drop_last (torch.utils.data semantics:
-// len = ceil(N / B), or N // B with drop_last). Workers and pin_memory come with the data-loader
-// issue; this is the num_workers=0 loader, loading in the calling thread.
+// furnace/loader.h: torch.utils.data.DataLoader for map-style datasets: seeded shuffle per epoch,
+// batch_size, drop_last (len = N // B, else ceil(N / B)), num_workers threads producing batches in
+// parallel with prefetch_factor batches in flight per worker (2 by default), batches delivered in
+// order, pin_memory. An error in a worker surfaces in the caller naming the worker. Workers are
+// threads here, not processes: what matters for the lessons (parallel loading, prefetching, order,
+// errors) behaves the same.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "furnace/data.h"
 
 namespace furnace {
 
+// A map-style dataset. fetch() is called from worker threads and must be safe to call
+// concurrently (reads only).
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;
+  virtual int64_t features() const = 0;
+  virtual void fetch(int64_t index, float* image, int32_t* label) const = 0;
+};
+
+// An ImageDataset in memory as a Dataset.
+class ImageDatasetView : public Dataset {
+ public:
+  explicit ImageDatasetView(const ImageDataset& ds) : ds_(ds) {}
+  int64_t size() const override { return ds_.n; }
+  int64_t features() const override { return static_cast<int64_t>(ds_.rows) * ds_.cols; }
+  void fetch(int64_t index, float* image, int32_t* label) const override;
+
+ private:
+  const ImageDataset& ds_;
+};
+
+struct LoaderOptions {
+  int64_t batch_size = 1;
+  bool shuffle = false;
+  bool drop_last = false;
+  int num_workers = 0;
+  int prefetch_factor = -1;  // -1 means None: 2 when num_workers > 0
+  bool pin_memory = false;   // batches come in page-locked buffers: faster, asynchronous copies
+  uint64_t seed = 0;
+};
+
 struct Batch {
   std::vector<float> images;    // (size, features)
   std::vector<int32_t> labels;  // (size)
   int64_t size = 0;
   int64_t features = 0;
+  int64_t index = -1;           // position in the epoch
+  std::vector<int64_t> sample_indices;  // which dataset items it holds
+  bool pinned = false;
 };
 
 class DataLoader {
  public:
+  // Throws furnace::Error with PyTorch's messages for a bad batch_size, num_workers or
+  // prefetch_factor.
+  DataLoader(const Dataset& dataset, LoaderOptions options);
+  // The common case: an in-memory image dataset, no workers.
   DataLoader(const ImageDataset& dataset, int64_t batch_size, bool shuffle, bool drop_last,
              uint64_t seed);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
   int64_t num_batches() const;  // len(loader)
-  // Starts epoch `epoch`: a fresh permutation from (seed, epoch) when shuffling.
+  const LoaderOptions& options() const { return opt_; }
+  // Starts epoch `epoch`: a fresh permutation from (seed, epoch) when shuffling; workers start
+  // fetching right away.
   void start_epoch(int64_t epoch);
-  // Fills `out` with the next batch; false at the end of the epoch.
+  // The next batch in order; false at the end of the epoch. A worker's error is rethrown as
+  // "Caught <what> in DataLoader worker process <id>".
   bool next(Batch& out);
+  // Batches handed to workers and not yet returned by next() (at most prefetch_factor * workers).
+  int64_t in_flight() const;
+
+  struct Impl;
 
  private:
-  const ImageDataset& dataset_;
-  int64_t batch_size_;
-  bool shuffle_, drop_last_;
-  uint64_t seed_;
-  std::vector<int64_t> order_;
-  int64_t position_ = 0;
+  std::unique_ptr<ImageDatasetView> owned_view_;
+  LoaderOptions opt_;
+  std::unique_ptr<Impl> impl_;
 };
+
+// Fills `out` with the samples `indices` of `dataset` (what one worker does for one batch).
+void collate(const Dataset& dataset, const std::vector<int64_t>& indices, Batch& out);
 
 }  // namespace furnace

@@ -1,55 +1,215 @@
-// DataLoader: seeded Fisher-Yates shuffle per epoch, then contiguous batches of the permutation.
+// DataLoader: the sampler (seeded Fisher-Yates per epoch) runs in the caller; batches of indices go
+// to the workers round-robin, prefetch_factor per worker in flight (torch's _MultiProcessingData
+// LoaderIter: "_try_put_index" after every batch it yields); results are re-ordered so batches come
+// out in sampler order whatever worker finishes first.
 #include "furnace/loader.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <exception>
+#include <map>
+#include <mutex>
 #include <numeric>
+#include <thread>
 
 #include "furnace/error.h"
 #include "furnace/random.h"
 
 namespace furnace {
 
-DataLoader::DataLoader(const ImageDataset& dataset, int64_t batch_size, bool shuffle,
-                       bool drop_last, uint64_t seed)
-    : dataset_(dataset), batch_size_(batch_size), shuffle_(shuffle), drop_last_(drop_last), seed_(seed) {
-  FURNACE_CHECK(batch_size > 0)
-      << "batch_size should be a positive integer value, but got batch_size=" << batch_size;
+void ImageDatasetView::fetch(int64_t index, float* image, int32_t* label) const {
+  const int64_t f = features();
+  std::memcpy(image, ds_.images.data() + index * f, sizeof(float) * static_cast<size_t>(f));
+  *label = ds_.labels[static_cast<size_t>(index)];
+}
+
+void collate(const Dataset& dataset, const std::vector<int64_t>& indices, Batch& out) {
+  const int64_t f = dataset.features();
+  out.size = static_cast<int64_t>(indices.size());
+  out.features = f;
+  out.images.resize(static_cast<size_t>(out.size * f));
+  out.labels.resize(static_cast<size_t>(out.size));
+  out.sample_indices = indices;
+  for (int64_t i = 0; i < out.size; ++i)
+    dataset.fetch(indices[static_cast<size_t>(i)], out.images.data() + i * f, &out.labels[static_cast<size_t>(i)]);
+}
+
+struct DataLoader::Impl {
+  const Dataset& dataset;
+  const LoaderOptions opt;
+  std::vector<std::vector<int64_t>> batches;  // this epoch's batches of sample indices
+  int64_t next_to_yield = 0;
+  int64_t next_to_send = 0;
+
+  // Workers (only when num_workers > 0).
+  std::vector<std::thread> workers;
+  mutable std::mutex mu;
+  std::condition_variable work_ready, result_ready;
+  std::vector<std::deque<int64_t>> queues;  // per worker: batch numbers to build
+  struct Result {
+    Batch batch;
+    std::exception_ptr error;
+    int worker = -1;
+  };
+  std::map<int64_t, Result> results;  // finished, not yet yielded
+  bool stopping = false;
+
+  Impl(const Dataset& d, LoaderOptions o) : dataset(d), opt(o) {}
+  ~Impl() { stop_workers(); }
+
+  void stop_workers() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stopping = true;
+    }
+    work_ready.notify_all();
+    for (std::thread& t : workers) t.join();
+    workers.clear();
+    queues.clear();
+    results.clear();
+    stopping = false;
+  }
+
+  void worker_loop(int id) {
+    for (;;) {
+      int64_t job;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        work_ready.wait(lock, [&] { return stopping || !queues[static_cast<size_t>(id)].empty(); });
+        if (stopping) return;
+        job = queues[static_cast<size_t>(id)].front();
+        queues[static_cast<size_t>(id)].pop_front();
+      }
+      Result r;
+      r.worker = id;
+      try {
+        collate(dataset, batches[static_cast<size_t>(job)], r.batch);
+        r.batch.index = job;
+        r.batch.pinned = opt.pin_memory;
+      } catch (...) {
+        r.error = std::current_exception();
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        results.emplace(job, std::move(r));
+      }
+      result_ready.notify_all();
+    }
+  }
+
+  // Hands the next batch to the next worker in turn (caller holds `mu`).
+  void send_one() {
+    if (next_to_send >= static_cast<int64_t>(batches.size())) return;
+    queues[static_cast<size_t>(next_to_send % opt.num_workers)].push_back(next_to_send);
+    ++next_to_send;
+  }
+};
+
+namespace {
+LoaderOptions checked(LoaderOptions o) {
+  FURNACE_CHECK(o.batch_size > 0)
+      << "batch_size should be a positive integer value, but got batch_size=" << o.batch_size;
+  FURNACE_CHECK(o.num_workers >= 0) << "num_workers option should be non-negative; use "
+                                       "num_workers=0 to disable multiprocessing.";
+  FURNACE_CHECK(o.num_workers > 0 || o.prefetch_factor == -1)
+      << "prefetch_factor option could only be specified in multiprocessing.let num_workers > 0 "
+         "to enable multiprocessing, otherwise set prefetch_factor to None.";
+  FURNACE_CHECK(o.prefetch_factor == -1 || o.prefetch_factor >= 1)
+      << "prefetch_factor must be at least 1 (got " << o.prefetch_factor << ")";
+  if (o.num_workers > 0 && o.prefetch_factor == -1) o.prefetch_factor = 2;
+  return o;
+}
+}  // namespace
+
+DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options)
+    : opt_(checked(options)), impl_(std::make_unique<Impl>(dataset, opt_)) {
   start_epoch(0);
 }
 
+DataLoader::DataLoader(const ImageDataset& dataset, int64_t batch_size, bool shuffle,
+                       bool drop_last, uint64_t seed)
+    : owned_view_(std::make_unique<ImageDatasetView>(dataset)) {
+  LoaderOptions o;
+  o.batch_size = batch_size;
+  o.shuffle = shuffle;
+  o.drop_last = drop_last;
+  o.seed = seed;
+  opt_ = checked(o);
+  impl_ = std::make_unique<Impl>(*owned_view_, opt_);
+  start_epoch(0);
+}
+
+DataLoader::~DataLoader() = default;
+
 int64_t DataLoader::num_batches() const {
-  const int64_t n = dataset_.n;
-  return drop_last_ ? n / batch_size_ : (n + batch_size_ - 1) / batch_size_;
+  const int64_t n = impl_->dataset.size();
+  return opt_.drop_last ? n / opt_.batch_size : (n + opt_.batch_size - 1) / opt_.batch_size;
 }
 
 void DataLoader::start_epoch(int64_t epoch) {
-  order_.resize(static_cast<size_t>(dataset_.n));
-  std::iota(order_.begin(), order_.end(), int64_t{0});
-  if (shuffle_) {
-    Generator gen(seed_ * 0x100000001B3ull + static_cast<uint64_t>(epoch) + 1);
-    for (size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[gen.below(i)]);
+  Impl& m = *impl_;
+  m.stop_workers();
+  std::vector<int64_t> order(static_cast<size_t>(m.dataset.size()));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  if (opt_.shuffle) {
+    Generator gen(opt_.seed * 0x100000001B3ull + static_cast<uint64_t>(epoch) + 1);
+    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[gen.below(i)]);
   }
-  position_ = 0;
+  m.batches.clear();
+  const int64_t count = num_batches();
+  for (int64_t b = 0; b < count; ++b) {
+    const size_t begin = static_cast<size_t>(b * opt_.batch_size);
+    const size_t end = std::min(order.size(), begin + static_cast<size_t>(opt_.batch_size));
+    m.batches.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(begin),
+                           order.begin() + static_cast<std::ptrdiff_t>(end));
+  }
+  m.next_to_yield = 0;
+  m.next_to_send = 0;
+  if (opt_.num_workers == 0) return;
+  m.queues.assign(static_cast<size_t>(opt_.num_workers), {});
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    for (int64_t i = 0; i < static_cast<int64_t>(opt_.prefetch_factor) * opt_.num_workers; ++i) m.send_one();
+  }
+  for (int w = 0; w < opt_.num_workers; ++w) m.workers.emplace_back([&m, w] { m.worker_loop(w); });
 }
 
 bool DataLoader::next(Batch& out) {
-  const int64_t remaining = dataset_.n - position_;
-  if (remaining <= 0 || (drop_last_ && remaining < batch_size_)) return false;
-  const int64_t size = std::min(batch_size_, remaining);
-  const int64_t features = static_cast<int64_t>(dataset_.rows) * dataset_.cols;
-  out.size = size;
-  out.features = features;
-  out.images.resize(static_cast<size_t>(size * features));
-  out.labels.resize(static_cast<size_t>(size));
-  for (int64_t i = 0; i < size; ++i) {
-    const int64_t idx = order_[static_cast<size_t>(position_ + i)];
-    std::memcpy(out.images.data() + i * features, dataset_.images.data() + idx * features,
-                sizeof(float) * static_cast<size_t>(features));
-    out.labels[static_cast<size_t>(i)] = dataset_.labels[static_cast<size_t>(idx)];
+  Impl& m = *impl_;
+  if (m.next_to_yield >= static_cast<int64_t>(m.batches.size())) return false;
+  if (opt_.num_workers == 0) {  // loaded in the calling thread, as torch's single-process loader
+    collate(m.dataset, m.batches[static_cast<size_t>(m.next_to_yield)], out);
+    out.index = m.next_to_yield++;
+    out.pinned = opt_.pin_memory;
+    return true;
   }
-  position_ += size;
+  Impl::Result r;
+  {
+    std::unique_lock<std::mutex> lock(m.mu);
+    m.result_ready.wait(lock, [&] { return m.results.count(m.next_to_yield) > 0; });
+    auto it = m.results.find(m.next_to_yield);
+    r = std::move(it->second);
+    m.results.erase(it);
+    ++m.next_to_yield;
+    m.send_one();  // keep prefetch_factor * num_workers batches in flight
+  }
+  m.work_ready.notify_all();
+  if (r.error) {
+    try {
+      std::rethrow_exception(r.error);
+    } catch (const std::exception& e) {
+      FURNACE_FAIL() << "Caught error in DataLoader worker process " << r.worker << ": " << e.what();
+    }
+  }
+  out = std::move(r.batch);
   return true;
+}
+
+int64_t DataLoader::in_flight() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->next_to_send - impl_->next_to_yield;
 }
 
 }  // namespace furnace
