@@ -340,6 +340,21 @@ TEST(DType, BulkConversionsMatchTheScalarOnes) {
     ASSERT_EQ(bits(hf[i]), bits(round_to_f16(xs[i]))) << i;
     ASSERT_EQ(bits(bf[i]), bits(round_to_bf16(xs[i]))) << i;
   }
+  // Every 16-bit pattern through the bulk paths (which may use F16C) equals the scalar path.
+  std::vector<uint16_t> all(65536);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  std::vector<float> as_f16(65536), as_bf16(65536);
+  f16_to_f32(all.data(), as_f16.data(), all.size());
+  bf16_to_f32(all.data(), as_bf16.data(), all.size());
+  std::vector<uint16_t> back_f16(65536), back_bf16(65536);
+  f32_to_f16(as_f16.data(), back_f16.data(), all.size());
+  f32_to_bf16(as_bf16.data(), back_bf16.data(), all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    ASSERT_EQ(bits(as_f16[i]), bits(f16_bits_to_f32(all[i]))) << i;
+    ASSERT_EQ(bits(as_bf16[i]), bits(bf16_bits_to_f32(all[i]))) << i;
+    ASSERT_EQ(back_f16[i], f32_to_f16_bits(as_f16[i])) << i;
+    ASSERT_EQ(back_bf16[i], f32_to_bf16_bits(as_bf16[i])) << i;
+  }
 }
 
 }  // namespace

@@ -39,7 +39,7 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
 
 void relu_forward(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
-    if (!(x[i] > 0.0f)) x[i] = 0.0f;
+    if (x[i] < 0.0f) x[i] = 0.0f;  // NaN stays NaN, as torch.relu
 }
 
 void relu_backward(float* dx, const float* out, int64_t n) {
@@ -102,6 +102,10 @@ void non_finite_check_and_unscale(float* grad, int64_t n, float inv_scale, float
     if (!std::isfinite(grad[i])) *found_inf = 1.0f;
     if (inv_scale != 1.0f) grad[i] = grad[i] * inv_scale;
   }
+}
+
+void add(float* out, const float* a, const float* b, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
 }  // namespace furnace::ref

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "furnace/dtype.h"
+
 namespace furnace::ref {
 #include "ops/op_declarations.inc"
 }  // namespace furnace::ref

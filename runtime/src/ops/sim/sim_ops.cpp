@@ -38,7 +38,7 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
 }
 
 void relu_forward(float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] < 0.0f ? 0.0f : x[i];  // NaN stays NaN, as torch.relu
 }
 
 void relu_backward(float* dx, const float* out, int64_t n) {
@@ -109,6 +109,11 @@ void non_finite_check_and_unscale(float* grad, int64_t n, float inv_scale, float
     }
   }
   if (probe != 0.0f) *found_inf = 1.0f;  // NaN compares unequal to 0
+}
+
+void add(float* out, const float* a, const float* b, int64_t n) {
+  // Element i is read before it is written, so out may alias a or b.
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
 }  // namespace furnace::sim

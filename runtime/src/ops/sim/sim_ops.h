@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "furnace/dtype.h"
+
 namespace furnace::sim {
 #include "ops/op_declarations.inc"
 }  // namespace furnace::sim
