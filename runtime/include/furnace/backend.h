@@ -50,6 +50,9 @@ class Backend {
                               const KernelCost& /*cost*/) {}
   // Device time in seconds (modelled for sim): the latest end of any stream on `device`.
   virtual double device_time(int /*device*/) const { return 0; }
+  // Modelled seconds `device` has been busy so far: its kernels and copies, a peer copy counting on
+  // both ends (sim); 0 where nothing is modelled. DataParallel's per-device breakdown reads it.
+  virtual double device_busy_time(int /*device*/) const { return 0; }
   virtual void synchronize(int /*device*/) {}
 };
 

@@ -20,7 +20,12 @@ struct Parameter {
 
 class Linear {
  public:
-  Linear(Runtime& rt, int device, int in_features, int out_features);
+  // allocate = false leaves weight and bias undefined, for a replica whose parameters are views
+  // into a broadcast buffer (DataParallel's replicate sets them).
+  Linear(Runtime& rt, int device, int in_features, int out_features, bool allocate = true);
+  // module.to(device): parameters (and gradients, if any) move to `device`.
+  void to(OpContext& ctx, int device);
+  int device() const { return device_; }
   Tensor forward(OpContext& ctx, const Tensor& x);               // keeps x for backward
   Tensor backward(OpContext& ctx, const Tensor& dout, bool need_dinp);  // accumulates grads
   void release_activations() { input_ = Tensor(); }
@@ -40,7 +45,12 @@ class Linear {
 // torch.nn.Sequential of Linear layers with ReLU between them: sizes {784, 512, 512, 10}.
 class MLP {
  public:
-  MLP(Runtime& rt, int device, std::vector<int> sizes);
+  // allocate_parameters = false: see Linear (DataParallel replicas).
+  MLP(Runtime& rt, int device, std::vector<int> sizes, bool allocate_parameters = true);
+  // model.to(device): every parameter and gradient moves to `device` (a copy, then the old memory
+  // is freed), and later activations are allocated there.
+  void to(OpContext& ctx, int device);
+  int device() const { return layers_.front().device(); }
   // PyTorch's default Linear init: weight and bias ~ U(-1/sqrt(in), 1/sqrt(in)), from `seed`.
   void init_parameters(OpContext& ctx, uint64_t seed);
   Tensor forward(OpContext& ctx, const Tensor& x);  // (B, sizes[0]) -> logits (B, sizes.back())

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "furnace/runtime.h"
 #include "furnace/tensor.h"
@@ -26,7 +27,10 @@ void linear_forward(OpContext& ctx, Tensor& out, const Tensor& inp, const Tensor
 // ACCUMULATES (+=) into dweight and dbias; writes dinp (skipped when dinp is undefined).
 void linear_backward(OpContext& ctx, Tensor* dinp, Tensor& dweight, Tensor& dbias,
                      const Tensor& dout, const Tensor& inp, const Tensor& weight);
-// In place: x = max(x, 0).
+// Under autocast (f16/bf16 operands) the GEMMs multiply 16-bit values with fp32 accumulation and
+// round the output to 16 bits; linear_backward then reads 16-bit activations and weight copies and
+// accumulates 16-bit weight and bias gradients into the fp32 master grads.
+// In place: x = max(x, 0); NaN stays NaN. f32, f16 or bf16.
 void relu_forward(OpContext& ctx, Tensor& x);
 // In place on the gradient: dx *= (out > 0).
 void relu_backward(OpContext& ctx, Tensor& dx, const Tensor& out);
@@ -46,8 +50,19 @@ void sgd_momentum_step(OpContext& ctx, Tensor& param, const Tensor& grad, Tensor
 // GradScaler's unscale kernel on one gradient: found_inf (a 1-element f32 tensor on the same
 // device) becomes 1 if grad holds an inf or NaN; grad *= inv_scale unless inv_scale == 1.
 void non_finite_check_and_unscale(OpContext& ctx, Tensor& grad, float inv_scale, Tensor& found_inf);
+// out = in converted between f32 and f16/bf16 (exact round-to-nearest-even, as .to(dtype)).
+void cast(OpContext& ctx, Tensor& out, const Tensor& in);
 // x = 0.
 void zero(OpContext& ctx, Tensor& x);
+// out = a + b (torch.add), all on ctx.device with one shape; out may be a (a.add_(b)).
+void add(OpContext& ctx, Tensor& out, const Tensor& a, const Tensor& b);
+// dst.copy_(src): same numel and dtype, between any two places (host, one device, two devices).
+// ctx gives the runtime and the stream; a copy between two devices is a peer copy that the sim
+// backend runs with ATen's two-way barrier (see SimBackend::copy).
+void copy_(OpContext& ctx, Tensor& dst, const Tensor& src);
+// torch.cat of the flattened `parts` into the 1-D `flat` (_flatten_dense_tensors): one kernel on
+// ctx.device reading and writing every byte.
+void cat_flat(OpContext& ctx, Tensor& flat, const std::vector<Tensor>& parts);
 // Host <-> device copies of whole tensors (same shape and dtype).
 void copy_to_device(OpContext& ctx, Tensor& dst, const void* host_src, bool pinned = false);
 void copy_to_host(OpContext& ctx, void* host_dst, const Tensor& src);

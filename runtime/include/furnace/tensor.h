@@ -1,9 +1,11 @@
 // furnace/tensor.h: Device, Shape and Tensor. A Tensor is a shape, a dtype, a device and a shared
 // storage; device storage comes from that device's caching allocator and goes back to it when the
-// last Tensor referring to it is destroyed. Contiguous, row-major; no views or strides (the ops
-// here never need them).
+// last Tensor referring to it is destroyed. Contiguous, row-major; no strides. The only views are
+// contiguous ranges (narrow along dim 0, reshape), which is all DataParallel's chunks and coalesced
+// buffers need.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -66,7 +68,9 @@ class Tensor {
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
 
-  void* raw() const { return storage_ ? storage_->ptr : nullptr; }
+  void* raw() const {
+    return storage_ && storage_->ptr ? static_cast<std::byte*>(storage_->ptr) + offset_ : nullptr;
+  }
   template <class T>
   T* data() const {
     return static_cast<T*>(raw());
@@ -74,9 +78,15 @@ class Tensor {
 
   // Same storage, new shape with the same number of elements.
   Tensor reshape(Shape shape) const;
+  // torch.narrow(dim, start, length) for dim 0: rows [start, start + length) as a view sharing
+  // this storage (contiguous, so only dim 0 can be narrowed without strides).
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  // True when both refer to the same storage (a view and its base, or two views of one buffer).
+  bool shares_storage_with(const Tensor& other) const { return storage_ && storage_ == other.storage_; }
 
  private:
   std::shared_ptr<Storage> storage_;
+  size_t offset_ = 0;  // bytes from the start of the storage (views made by narrow)
   Shape shape_;
   DType dtype_ = DType::f32;
   Device device_;

@@ -2,6 +2,7 @@
 // (memory/runtime.cpp), which owns the allocators.
 #include "furnace/tensor.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "furnace/error.h"
@@ -56,6 +57,20 @@ Tensor Tensor::reshape(Shape shape) const {
       << "cannot reshape " << shape_str(shape_) << " to " << shape_str(shape);
   Tensor t = *this;
   t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
+  FURNACE_CHECK(this->dim() > 0) << "narrow() cannot be applied to a 0-dim tensor.";
+  FURNACE_CHECK(dim == 0 || dim == -this->dim())
+      << "narrow: only dim 0 of a contiguous tensor can be narrowed without strides (got dim " << dim << ")";
+  const int64_t n = shape_[0];
+  FURNACE_CHECK(start >= 0 && length >= 0 && start <= n - length)
+      << "start (" << start << ") + length (" << length << ") exceeds dimension size (" << n << ").";
+  Tensor t = *this;
+  t.shape_[0] = length;
+  t.offset_ += static_cast<size_t>(start) * static_cast<size_t>(shape_numel(shape_) / std::max<int64_t>(n, 1)) *
+               dtype_size(dtype_);
   return t;
 }
 

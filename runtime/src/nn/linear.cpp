@@ -4,11 +4,23 @@
 
 namespace furnace {
 
-Linear::Linear(Runtime& rt, int device, int in, int out)
+Linear::Linear(Runtime& rt, int device, int in, int out, bool allocate)
     : in_features(in), out_features(out), rt_(rt), device_(device) {
   FURNACE_CHECK(in > 0 && out > 0) << "Linear(" << in << ", " << out << "): sizes must be positive";
+  if (!allocate) return;
   weight = Tensor::empty(rt, Device::cuda(device), {out, in});
   bias = Tensor::empty(rt, Device::cuda(device), {out});
+}
+
+void Linear::to(OpContext& ctx, int device) {
+  if (device == device_) return;
+  for (Tensor* t : {&weight, &bias, &grad_weight, &grad_bias}) {
+    if (!t->defined()) continue;
+    Tensor moved = Tensor::empty(rt_, Device::cuda(device), t->shape(), t->dtype());
+    ops::copy_(ctx, moved, *t);
+    *t = moved;  // the old block goes back to its device's allocator
+  }
+  device_ = device;
 }
 
 Tensor Linear::forward(OpContext& ctx, const Tensor& x) {

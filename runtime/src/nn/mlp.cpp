@@ -7,10 +7,16 @@
 
 namespace furnace {
 
-MLP::MLP(Runtime& rt, int device, std::vector<int> sizes) : sizes_(std::move(sizes)) {
+MLP::MLP(Runtime& rt, int device, std::vector<int> sizes, bool allocate_parameters)
+    : sizes_(std::move(sizes)) {
   FURNACE_CHECK(sizes_.size() >= 2) << "an MLP needs at least an input and an output size";
   layers_.reserve(sizes_.size() - 1);
-  for (size_t i = 0; i + 1 < sizes_.size(); ++i) layers_.emplace_back(rt, device, sizes_[i], sizes_[i + 1]);
+  for (size_t i = 0; i + 1 < sizes_.size(); ++i)
+    layers_.emplace_back(rt, device, sizes_[i], sizes_[i + 1], allocate_parameters);
+}
+
+void MLP::to(OpContext& ctx, int device) {
+  for (Linear& l : layers_) l.to(ctx, device);
 }
 
 void MLP::init_parameters(OpContext& ctx, uint64_t seed) {

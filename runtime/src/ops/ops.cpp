@@ -2,6 +2,9 @@
 // that becomes modelled time on the simulator. Checks run once per op, before any work.
 #include "furnace/ops.h"
 
+#include <cstddef>
+#include <cstring>
+
 #include "furnace/error.h"
 #include "ops/sim/sim_ops.h"
 
@@ -34,32 +37,45 @@ void account(OpContext& ctx, const char* name, double flops, double bytes, DType
 
 constexpr double kF = sizeof(float);
 
+bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
+
 }  // namespace
 
 void linear_forward(OpContext& ctx, Tensor& out, const Tensor& inp, const Tensor& weight,
                     const Tensor& bias) {
   const char* op = "linear_forward";
-  require(inp, "input", op, ctx, DType::f32, 2);
-  require(weight, "weight", op, ctx, DType::f32, 2);
-  require(bias, "bias", op, ctx, DType::f32, 1);
-  require(out, "output", op, ctx, DType::f32, 2);
+  const DType dt = inp.dtype();  // f32, or f16/bf16 under autocast: every operand in that dtype
+  FURNACE_CHECK(dt == DType::f32 || is_half(dt)) << op << ": unsupported dtype " << dtype_name(dt);
+  require(inp, "input", op, ctx, dt, 2);
+  require(weight, "weight", op, ctx, dt, 2);
+  require(bias, "bias", op, ctx, dt, 1);
+  require(out, "output", op, ctx, dt, 2);
   const int64_t B = inp.size(0), C = inp.size(1), OC = weight.size(0);
   FURNACE_CHECK(weight.size(1) == C && bias.size(0) == OC && out.size(0) == B && out.size(1) == OC)
       << "mat1 and mat2 shapes cannot be multiplied (" << B << "x" << C << " and "
       << weight.size(1) << "x" << OC << ")";
   require_cpu_ops(ctx, op);
-  sim::linear_forward(out.data<float>(), inp.data<float>(), weight.data<float>(),
-                      bias.data<float>(), static_cast<int>(B), static_cast<int>(C),
-                      static_cast<int>(OC));
-  account(ctx, "linear_forward", 2.0 * B * C * OC, kF * (B * C + OC * C + OC + B * OC));
+  if (is_half(dt))
+    sim::linear_forward_half(out.data<uint16_t>(), inp.data<uint16_t>(), weight.data<uint16_t>(),
+                             bias.data<uint16_t>(), static_cast<int>(B), static_cast<int>(C),
+                             static_cast<int>(OC), dt);
+  else
+    sim::linear_forward(out.data<float>(), inp.data<float>(), weight.data<float>(),
+                        bias.data<float>(), static_cast<int>(B), static_cast<int>(C),
+                        static_cast<int>(OC));
+  const double e = static_cast<double>(dtype_size(dt));
+  account(ctx, "linear_forward", 2.0 * B * C * OC, e * (B * C + OC * C + OC + B * OC), dt);
 }
 
 void linear_backward(OpContext& ctx, Tensor* dinp, Tensor& dweight, Tensor& dbias,
                      const Tensor& dout, const Tensor& inp, const Tensor& weight) {
   const char* op = "linear_backward";
-  require(dout, "grad_output", op, ctx, DType::f32, 2);
-  require(inp, "input", op, ctx, DType::f32, 2);
-  require(weight, "weight", op, ctx, DType::f32, 2);
+  const DType dt = dout.dtype();  // under autocast the activations and weight copies are 16-bit;
+                                  // the master gradients stay fp32
+  FURNACE_CHECK(dt == DType::f32 || is_half(dt)) << op << ": unsupported dtype " << dtype_name(dt);
+  require(dout, "grad_output", op, ctx, dt, 2);
+  require(inp, "input", op, ctx, dt, 2);
+  require(weight, "weight", op, ctx, dt, 2);
   require(dweight, "grad_weight", op, ctx, DType::f32, 2);
   require(dbias, "grad_bias", op, ctx, DType::f32, 1);
   const int64_t B = inp.size(0), C = inp.size(1), OC = weight.size(0);
@@ -68,36 +84,68 @@ void linear_backward(OpContext& ctx, Tensor* dinp, Tensor& dweight, Tensor& dbia
       << op << ": shapes do not match (grad_output " << shape_str(dout.shape()) << ", input "
       << shape_str(inp.shape()) << ", weight " << shape_str(weight.shape()) << ")";
   if (dinp) {
-    require(*dinp, "grad_input", op, ctx, DType::f32, 2);
+    require(*dinp, "grad_input", op, ctx, dt, 2);
     FURNACE_CHECK(dinp->shape() == inp.shape()) << op << ": grad_input shape " << shape_str(dinp->shape());
   }
   require_cpu_ops(ctx, op);
-  sim::linear_backward(dinp ? dinp->data<float>() : nullptr, dweight.data<float>(),
-                       dbias.data<float>(), dout.data<float>(), inp.data<float>(),
-                       weight.data<float>(), static_cast<int>(B), static_cast<int>(C),
-                       static_cast<int>(OC));
+  if (is_half(dt))
+    sim::linear_backward_half(dinp ? dinp->data<uint16_t>() : nullptr, dweight.data<float>(),
+                              dbias.data<float>(), dout.data<uint16_t>(), inp.data<uint16_t>(),
+                              weight.data<uint16_t>(), static_cast<int>(B), static_cast<int>(C),
+                              static_cast<int>(OC), dt);
+  else
+    sim::linear_backward(dinp ? dinp->data<float>() : nullptr, dweight.data<float>(),
+                         dbias.data<float>(), dout.data<float>(), inp.data<float>(),
+                         weight.data<float>(), static_cast<int>(B), static_cast<int>(C),
+                         static_cast<int>(OC));
   // Two GEMMs on a GPU (dgrad, wgrad) and a bias reduction: report them as the kernels they are.
+  const double e = static_cast<double>(dtype_size(dt));
   if (dinp)
-    account(ctx, "linear_backward_dgrad", 2.0 * B * C * OC, kF * (B * OC + OC * C + B * C));
-  account(ctx, "linear_backward_wgrad", 2.0 * B * C * OC, kF * (B * OC + B * C + 2 * OC * C));
-  account(ctx, "bias_backward", 1.0 * B * OC, kF * (B * OC + 2 * OC));
+    account(ctx, "linear_backward_dgrad", 2.0 * B * C * OC, e * (B * OC + OC * C + B * C), dt);
+  account(ctx, "linear_backward_wgrad", 2.0 * B * C * OC, e * (B * OC + B * C) + kF * 2 * OC * C, dt);
+  account(ctx, "bias_backward", 1.0 * B * OC, e * B * OC + kF * 2 * OC);
 }
 
 void relu_forward(OpContext& ctx, Tensor& x) {
-  require(x, "input", "relu_forward", ctx, DType::f32, -1);
+  const DType dt = x.dtype();  // relu runs in its input's dtype (not on autocast's lists)
+  require(x, "input", "relu_forward", ctx, is_half(dt) ? dt : DType::f32, -1);
   require_cpu_ops(ctx, "relu_forward");
-  sim::relu_forward(x.data<float>(), x.numel());
-  account(ctx, "relu_forward", static_cast<double>(x.numel()), 2 * kF * x.numel());
+  if (is_half(dt))
+    sim::relu_forward_half(x.data<uint16_t>(), x.numel(), dt);
+  else
+    sim::relu_forward(x.data<float>(), x.numel());
+  account(ctx, "relu_forward", static_cast<double>(x.numel()),
+          2.0 * static_cast<double>(dtype_size(dt)) * x.numel(), dt);
 }
 
 void relu_backward(OpContext& ctx, Tensor& dx, const Tensor& out) {
-  require(dx, "grad", "relu_backward", ctx, DType::f32, -1);
-  require(out, "output", "relu_backward", ctx, DType::f32, -1);
+  const DType dt = dx.dtype();
+  require(dx, "grad", "relu_backward", ctx, is_half(dt) ? dt : DType::f32, -1);
+  require(out, "output", "relu_backward", ctx, dx.dtype(), -1);
   FURNACE_CHECK(dx.shape() == out.shape()) << "relu_backward: shapes " << shape_str(dx.shape())
                                            << " and " << shape_str(out.shape()) << " differ";
   require_cpu_ops(ctx, "relu_backward");
-  sim::relu_backward(dx.data<float>(), out.data<float>(), dx.numel());
-  account(ctx, "relu_backward", static_cast<double>(dx.numel()), 3 * kF * dx.numel());
+  if (is_half(dt))
+    sim::relu_backward_half(dx.data<uint16_t>(), out.data<uint16_t>(), dx.numel(), dt);
+  else
+    sim::relu_backward(dx.data<float>(), out.data<float>(), dx.numel());
+  account(ctx, "relu_backward", static_cast<double>(dx.numel()),
+          3.0 * static_cast<double>(dtype_size(dt)) * dx.numel(), dt);
+}
+
+void cast(OpContext& ctx, Tensor& out, const Tensor& in) {
+  const char* op = "cast";
+  require(in, "input", op, ctx, in.dtype(), -1);
+  require(out, "output", op, ctx, out.dtype(), -1);
+  FURNACE_CHECK(in.numel() == out.numel()) << op << ": " << shape_str(in.shape()) << " into " << shape_str(out.shape());
+  require_cpu_ops(ctx, op);
+  if (in.dtype() == DType::f32 && is_half(out.dtype()))
+    sim::cast_to_half(out.data<uint16_t>(), in.data<float>(), in.numel(), out.dtype());
+  else if (is_half(in.dtype()) && out.dtype() == DType::f32)
+    sim::cast_from_half(out.data<float>(), in.data<uint16_t>(), in.numel(), in.dtype());
+  else
+    FURNACE_FAIL() << op << ": cannot cast " << dtype_name(in.dtype()) << " to " << dtype_name(out.dtype());
+  account(ctx, op, 0.0, static_cast<double>(in.nbytes() + out.nbytes()), out.dtype());
 }
 
 namespace {
@@ -187,6 +235,54 @@ void non_finite_check_and_unscale(OpContext& ctx, Tensor& grad, float inv_scale,
 void zero(OpContext& ctx, Tensor& x) {
   FURNACE_CHECK(x.device() == Device::cuda(ctx.device)) << "zero: tensor on " << x.device().str();
   ctx.rt.backend().memset(ctx.device, x.raw(), 0, x.nbytes(), ctx.stream);
+}
+
+void add(OpContext& ctx, Tensor& out, const Tensor& a, const Tensor& b) {
+  const char* op = "add";
+  require(a, "input", op, ctx, DType::f32, -1);
+  require(b, "other", op, ctx, DType::f32, -1);
+  require(out, "out", op, ctx, DType::f32, -1);
+  FURNACE_CHECK(a.shape() == b.shape() && out.shape() == a.shape())
+      << "The size of tensor a " << shape_str(a.shape()) << " must match the size of tensor b "
+      << shape_str(b.shape()) << " and of out " << shape_str(out.shape());
+  require_cpu_ops(ctx, op);
+  sim::add(out.data<float>(), a.data<float>(), b.data<float>(), out.numel());
+  account(ctx, op, static_cast<double>(out.numel()), kF * 3.0 * out.numel());
+}
+
+void copy_(OpContext& ctx, Tensor& dst, const Tensor& src) {
+  FURNACE_CHECK(dst.defined() && src.defined()) << "copy_: undefined tensor";
+  FURNACE_CHECK(dst.numel() == src.numel() && dst.dtype() == src.dtype())
+      << "copy_: cannot copy " << shape_str(src.shape()) << " " << dtype_name(src.dtype()) << " into "
+      << shape_str(dst.shape()) << " " << dtype_name(dst.dtype());
+  const Device d = dst.device(), s = src.device();
+  CopyKind kind = CopyKind::d2d;
+  if (!d.is_cuda() && !s.is_cuda()) {  // host to host: no device involved
+    if (src.nbytes() > 0) std::memcpy(dst.raw(), src.raw(), src.nbytes());
+    return;
+  }
+  if (!s.is_cuda()) kind = CopyKind::h2d;
+  else if (!d.is_cuda()) kind = CopyKind::d2h;
+  else if (d.index != s.index) kind = CopyKind::peer;
+  ctx.rt.backend().copy(kind, dst.raw(), d.index, src.raw(), s.index, src.nbytes(), ctx.stream, false);
+}
+
+void cat_flat(OpContext& ctx, Tensor& flat, const std::vector<Tensor>& parts) {
+  const char* op = "cat";
+  require(flat, "out", op, ctx, DType::f32, 1);
+  int64_t n = 0;
+  for (const Tensor& p : parts) {
+    require(p, "tensor", op, ctx, DType::f32, -1);
+    n += p.numel();
+  }
+  FURNACE_CHECK(n == flat.numel()) << op << ": " << n << " elements into a buffer of " << flat.numel();
+  require_cpu_ops(ctx, op);
+  auto* out = static_cast<std::byte*>(flat.raw());
+  for (const Tensor& p : parts) {
+    if (p.nbytes() > 0) std::memcpy(out, p.raw(), p.nbytes());
+    out += p.nbytes();
+  }
+  account(ctx, op, 0.0, 2.0 * static_cast<double>(flat.nbytes()));
 }
 
 void copy_to_device(OpContext& ctx, Tensor& dst, const void* host_src, bool pinned) {

@@ -47,7 +47,7 @@ SimBackend::SimBackend(const Topology& topology, TraceBus* trace)
         << "topology '" << topology_.name << "': " << g.name << " has no memory left after its "
         << "CUDA context";
     memory_.push_back(std::make_unique<SimDeviceMemory>(g));
-    clocks_.emplace_back(1, 0.0);
+    clocks_.push_back(std::make_unique<DeviceClock>());
   }
   if (trace_) trace_->set_clock([this](int device) { return device_time(device); });
 }
@@ -67,16 +67,36 @@ RawAllocator& SimBackend::raw_allocator(int device) {
   return *memory_[static_cast<size_t>(device)];
 }
 
-double& SimBackend::clock(int device, int stream) {
-  auto& streams = clocks_.at(static_cast<size_t>(device));
-  if (static_cast<size_t>(stream) >= streams.size()) streams.resize(static_cast<size_t>(stream) + 1, 0.0);
-  return streams[static_cast<size_t>(stream)];
+double SimBackend::advance(int device, int stream, double not_before, double seconds) {
+  FURNACE_ASSERT(stream >= 0) << "negative stream " << stream;
+  DeviceClock& dc = *clocks_.at(static_cast<size_t>(device));
+  std::lock_guard<std::mutex> lock(dc.mutex);
+  if (static_cast<size_t>(stream) >= dc.streams.size()) dc.streams.resize(static_cast<size_t>(stream) + 1, 0.0);
+  double& c = dc.streams[static_cast<size_t>(stream)];
+  const double start = std::max(c, not_before);
+  c = start + seconds;
+  dc.busy += seconds;
+  return start;
+}
+
+double SimBackend::stream_time(int device, int stream) const {
+  const DeviceClock& dc = *clocks_.at(static_cast<size_t>(device));
+  std::lock_guard<std::mutex> lock(dc.mutex);
+  return static_cast<size_t>(stream) < dc.streams.size() ? dc.streams[static_cast<size_t>(stream)] : 0.0;
 }
 
 double SimBackend::device_time(int device) const {
   if (device < 0 || device >= device_count()) return 0.0;
-  const auto& streams = clocks_[static_cast<size_t>(device)];
-  return *std::max_element(streams.begin(), streams.end());
+  const DeviceClock& dc = *clocks_[static_cast<size_t>(device)];
+  std::lock_guard<std::mutex> lock(dc.mutex);
+  return *std::max_element(dc.streams.begin(), dc.streams.end());
+}
+
+double SimBackend::device_busy_time(int device) const {
+  if (device < 0 || device >= device_count()) return 0.0;
+  const DeviceClock& dc = *clocks_[static_cast<size_t>(device)];
+  std::lock_guard<std::mutex> lock(dc.mutex);
+  return dc.busy;
 }
 
 void SimBackend::emit(EventKind kind, const char* name, int device, int stream, double start,
@@ -97,9 +117,9 @@ void SimBackend::emit(EventKind kind, const char* name, int device, int stream, 
 void SimBackend::copy(CopyKind kind, void* dst, int dst_device, const void* src, int src_device,
                       size_t bytes, int stream, bool pinned) {
   if (bytes > 0) std::memcpy(dst, src, bytes);
-  // The copy runs on the stream of the device that issues it: the destination for h2d and peer
-  // (PyTorch copies on the destination's stream), the source for d2h.
-  const int device = kind == CopyKind::d2h ? src_device : dst_device;
+  // The copy runs on a stream of the device that issues it: the destination for h2d, the source
+  // for d2h and peer (ATen's copy_ between two GPUs runs on the source's current stream).
+  const int device = kind == CopyKind::h2d ? dst_device : src_device;
   const GpuSpec& gpu = device_spec(device);
   double seconds = 0;
   switch (kind) {
@@ -120,9 +140,21 @@ void SimBackend::copy(CopyKind kind, void* dst, int dst_device, const void* src,
       break;
     }
   }
-  double& c = clock(device, stream);
-  const double start = c;
-  c += seconds;
+  if (kind == CopyKind::peer && src_device != dst_device) {
+    // ATen's copy_ between two GPUs (aten/src/ATen/native/cuda/Copy.cu) is a two-way barrier: the
+    // source's stream first waits for the destination's (nobody may still be using the
+    // destination memory), the copy runs on the source's stream, then the destination's stream
+    // waits for it (nobody may read the data early). So the copy starts at max(source stream,
+    // destination stream) and both streams are held until it ends. This is what serialises
+    // DataParallel's broadcast, gather and reduce-add on GPU 0: every copy to or from it holds
+    // GPU 0's stream. Lock order: one device at a time, never both (no deadlock).
+    const double ready = std::max(stream_time(src_device, stream), stream_time(dst_device, stream));
+    const double start = advance(src_device, stream, ready, seconds);
+    advance(dst_device, stream, start, seconds);
+    emit(EventKind::copy, copy_kind_name(kind), src_device, stream, start, seconds, bytes, 0);
+    return;
+  }
+  const double start = advance(device, stream, 0.0, seconds);
   emit(EventKind::copy, copy_kind_name(kind), device, stream, start, seconds, bytes, 0);
 }
 
@@ -134,9 +166,7 @@ void SimBackend::memset(int device, void* ptr, int value, size_t bytes, int stre
 void SimBackend::account_kernel(int device, int stream, const char* name,
                                 const KernelCost& cost) {
   const double seconds = model_kernel_seconds(device_spec(device), cost);
-  double& c = clock(device, stream);
-  const double start = c;
-  c += seconds;
+  const double start = advance(device, stream, 0.0, seconds);
   emit(EventKind::kernel, name, device, stream, start, seconds, static_cast<uint64_t>(cost.bytes),
        cost.flops);
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "furnace/backend.h"
@@ -43,18 +44,29 @@ class SimBackend : public Backend {
   void memset(int device, void* ptr, int value, size_t bytes, int stream) override;
   void account_kernel(int device, int stream, const char* name, const KernelCost& cost) override;
   double device_time(int device) const override;
+  double device_busy_time(int device) const override;
 
   const Topology& topology() const { return topology_; }
 
  private:
-  double& clock(int device, int stream);
+  // Runs `seconds` of work on (device, stream), starting no earlier than `not_before`; returns
+  // the start. Thread-safe: DataParallel's workers drive different devices at once.
+  double advance(int device, int stream, double not_before, double seconds);
+  double stream_time(int device, int stream) const;
   void emit(EventKind kind, const char* name, int device, int stream, double start, double dur,
             uint64_t bytes, double flops);
 
   Topology topology_;
   TraceBus* trace_;
   std::vector<std::unique_ptr<SimDeviceMemory>> memory_;
-  std::vector<std::vector<double>> clocks_;  // [device][stream] modelled seconds
+  // One per device, each behind its own lock (a worker thread per device never contends; the
+  // streams vector may grow when a new stream is first used).
+  struct DeviceClock {
+    mutable std::mutex mutex;
+    std::vector<double> streams{0.0};  // [stream] modelled seconds
+    double busy = 0;                   // modelled seconds of work, all streams
+  };
+  std::vector<std::unique_ptr<DeviceClock>> clocks_;
 };
 
 }  // namespace furnace
