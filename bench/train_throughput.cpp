@@ -3,7 +3,9 @@
 //   - PyTorch on the same CPU, same model, batch and thread count (when /usr/bin/python3 has torch),
 //   - the same Furnace run with a Chrome trace being recorded (tracing on vs off),
 //   - a bare loop calling the same sim ops on preallocated buffers, with no allocator, clock or
-//     trace: the difference is the simulator's bookkeeping.
+//     trace: the difference is the simulator's bookkeeping,
+//   - DataParallel over 2 and 4 simulated GPUs at the same global batch: the cost of simulating
+//     the copies, the reduce-add and one worker thread per GPU on this CPU.
 // Rounds alternate between the variants and the best round of each is reported, since the
 // machines are shared and noisy. Usage: furnace_bench_train [--steps N] [--rounds R] [--threads T]
 #include <cblas.h>
@@ -44,6 +46,23 @@ double furnace_run(int steps, bool trace_on) {
   TrainResult r = train(sc, bus);
   if (trace_on) (void)w->to_json();  // building the file is part of tracing's cost
   return r.samples_per_s;
+}
+
+// The same training under DataParallel over the first `devices` GPUs of the 4x RTX 3090
+// workstation, global batch 256 (4 x 64): scatter, replicate, one worker thread per replica,
+// gather, reduce-add and the optimizer on cuda:0, all computed for real on this CPU.
+double furnace_dp_run(int steps, int devices) {
+  Scenario sc;
+  sc.data_dir = data_dir();
+  sc.topology = "workstation-4x3090";
+  sc.parallel = "dp";
+  sc.device_ids = std::vector<int>();
+  for (int d = 0; d < devices; ++d) sc.device_ids->push_back(d);
+  sc.epochs = 1000;
+  sc.max_steps = steps;
+  sc.evaluate = false;
+  TraceBus bus;
+  return train(sc, bus).samples_per_s;
 }
 
 // The same math with no runtime around it.
@@ -128,18 +147,25 @@ int main(int argc, char** argv) {
   openblas_set_num_threads(threads);
   std::printf("reference MLP 784-512-512-10, batch 256, %d steps x %d rounds, %d thread(s)\n", steps, rounds, threads);
   double best_off = 0, best_on = 0, best_bare = 0, best_torch_omp = -1, best_torch_blas = -1;
+  double best_dp2 = 0, best_dp4 = 0;
   for (int r = 0; r < rounds; ++r) {
     best_off = std::max(best_off, furnace_run(steps, false));
     best_torch_omp = std::max(best_torch_omp, pytorch_run(steps, threads, false));
     best_torch_blas = std::max(best_torch_blas, pytorch_run(steps, threads, true));
     best_on = std::max(best_on, furnace_run(steps, true));
     best_bare = std::max(best_bare, bare_run(steps));
+    best_dp4 = std::max(best_dp4, furnace_dp_run(steps, 4));
+    best_dp2 = std::max(best_dp2, furnace_dp_run(steps, 2));
   }
   std::printf("furnace sim (trace off)   %10.0f samples/s\n", best_off);
   std::printf("furnace sim (trace on)    %10.0f samples/s   tracing costs %.1f%%\n", best_on,
               100.0 * (best_off / best_on - 1.0));
   std::printf("bare sim ops (no runtime) %10.0f samples/s   bookkeeping costs %.1f%%\n", best_bare,
               100.0 * (best_bare / best_off - 1.0));
+  std::printf("furnace sim DataParallel, 2 GPUs (2 x 128)  %10.0f samples/s   %.2fx one device\n", best_dp2,
+              best_dp2 / best_off);
+  std::printf("furnace sim DataParallel, 4 GPUs (4 x 64)   %10.0f samples/s   %.2fx one device (target >= 0.8x)\n",
+              best_dp4, best_dp4 / best_off);
   const double best_torch = std::max(best_torch_omp, best_torch_blas);
   if (best_torch > 0) {
     std::printf("pytorch (%d OpenMP threads, 1 BLAS thread)  %10.0f samples/s\n", threads, best_torch_omp);

@@ -13,7 +13,12 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "furnace 0.1.0");
   furnace::cli::add_train_command(app);
   furnace::cli::add_memory_command(app);
+  furnace::cli::add_devices_command(app);
+  furnace::cli::add_smi_command(app);
+  furnace::cli::add_scenario_command(app);
   furnace::cli::add_scaler_command(app);
+  furnace::cli::add_scatter_command(app);
+  furnace::cli::add_dp_loss_trap_command(app);
   // CLI11 would answer an unknown command with "A subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;

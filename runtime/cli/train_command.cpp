@@ -1,7 +1,9 @@
 // `furnace train`: runs a Scenario with a live progress bar, then prints test accuracy and each
 // device's memory; --json ends stdout with one JSON object; --trace writes a Chrome trace.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -9,6 +11,7 @@
 #include "commands.h"
 #include "furnace/allocator.h"
 #include "furnace/error.h"
+#include "furnace/process.h"  // defines: describe_cuda_environment
 #include "furnace/train.h"
 
 namespace furnace::cli {
@@ -20,6 +23,9 @@ struct TrainOptions {
   std::string trace_path;
   bool json = false;
   bool quiet = false;
+  std::optional<std::string> visible, order;  // --visible, --order
+  std::optional<std::string> device_ids;      // --device-ids, as typed
+  bool device_given = false;                  // --device on the command line
 };
 
 std::vector<int> parse_widths(const std::string& text) {
@@ -42,6 +48,36 @@ std::vector<int> parse_widths(const std::string& text) {
   return out;
 }
 
+// DataParallel's part of the summary: how the batch was split, and where each device's modelled
+// time per step went (busy in each phase, idle waiting for the others).
+void print_dp_summary(const DpReport& dp) {
+  std::string ids, chunks;
+  for (int d : dp.device_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(d);
+  for (int64_t c : dp.chunks) chunks += (chunks.empty() ? "" : ",") + std::to_string(c);
+  std::printf("\nDataParallel: device_ids [%s], output_device cuda:%d, chunks %s\n", ids.c_str(),
+              dp.output_device, chunks.c_str());
+  for (const std::string& n : dp.notes) std::printf("  %s\n", n.c_str());
+  std::printf("modelled time per step %.3f ms; per device (ms per step, busy in each phase, idle = waiting):\n",
+              dp.step_s * 1e3);
+  std::printf("  %-8s %9s %9s %9s %9s %9s %9s %9s %9s\n", "device", "scatter", "replicate", "compute",
+              "gather", "reduce", "optimizer", "busy", "idle");
+  const DpDeviceTime* top = nullptr;
+  for (const DpDeviceTime& t : dp.per_device) {
+    std::printf("  cuda:%-3d %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n", t.device, t.scatter * 1e3,
+                t.replicate * 1e3, t.compute * 1e3, t.gather * 1e3, t.reduce * 1e3, t.optimizer * 1e3,
+                t.busy * 1e3, t.idle * 1e3);
+    if (!top || t.busy > top->busy) top = &t;
+  }
+  if (top && dp.per_device.size() > 1 && dp.step_s > 0) {
+    double others = 0;
+    for (const DpDeviceTime& t : dp.per_device) others += &t == top ? 0.0 : t.busy;
+    others /= static_cast<double>(dp.per_device.size() - 1);
+    std::printf("  cuda:%d is the busiest: %.0f%% of each step, the others %.0f%% on average "
+                "(copies to and from cuda:%d hold its stream: broadcast, gather, reduce-add)\n",
+                top->device, 100.0 * top->busy / dp.step_s, 100.0 * others / dp.step_s, dp.device_ids[0]);
+  }
+}
+
 void print_summary(const TrainResult& r) {
   std::printf("\ntrained %lld steps (%d epoch%s) on %s [%s backend]\n",
               static_cast<long long>(r.steps), r.epochs, r.epochs == 1 ? "" : "s",
@@ -59,6 +95,22 @@ void print_summary(const TrainResult& r) {
                 format_size(m.peak_allocated_bytes).c_str(), format_size(m.peak_reserved_bytes).c_str());
   std::printf("  (reserved >= allocated: the caching allocator keeps freed blocks for reuse; "
               "nvidia-smi shows reserved plus the CUDA context)\n");
+  if (r.dp) {
+    std::printf("  (DataParallel: cuda:%d holds the master parameters, the summed gradients and the "
+                "optimizer state; cuda:%d the gathered outputs and the loss)\n",
+                r.dp->device_ids[0], r.dp->output_device);
+    print_dp_summary(*r.dp);
+  }
+}
+
+nlohmann::json dp_json(const DpReport& dp) {
+  nlohmann::json devices = nlohmann::json::array();
+  for (const DpDeviceTime& t : dp.per_device)
+    devices.push_back({{"device", t.device}, {"scatter_s", t.scatter}, {"replicate_s", t.replicate},
+                       {"compute_s", t.compute}, {"gather_s", t.gather}, {"reduce_s", t.reduce},
+                       {"optimizer_s", t.optimizer}, {"busy_s", t.busy}, {"idle_s", t.idle}});
+  return {{"device_ids", dp.device_ids}, {"output_device", dp.output_device}, {"chunks", dp.chunks},
+          {"step_s", dp.step_s}, {"per_device", devices}, {"notes", dp.notes}, {"warnings", dp.warnings}};
 }
 
 nlohmann::json to_json(const TrainResult& r) {
@@ -83,12 +135,19 @@ nlohmann::json to_json(const TrainResult& r) {
           {"wall_s", r.wall_s},
           {"modelled_s", r.modelled_s},
           {"parameters", r.parameters},
-          {"memory", mem}};
+          {"memory", mem},
+          {"dp", r.dp ? dp_json(*r.dp) : nlohmann::json()}};
 }
 
 void run(const TrainOptions& o) {
   Scenario sc = o.scenario;
   sc.hidden = parse_widths(o.hidden);
+  sc.env = cuda_environment(o.visible, o.order);
+  if (o.device_ids) sc.device_ids = parse_device_ids(*o.device_ids);
+  // model.cuda(device_ids[0]) before wrapping, unless --device says otherwise (then DataParallel
+  // checks it, as PyTorch does).
+  if (sc.parallel == "dp" && sc.device_ids && !sc.device_ids->empty() && !o.device_given)
+    sc.device = std::max(0, sc.device_ids->front());
   sc.validate();
   std::string widths;
   for (int w : sc.hidden) widths += (widths.empty() ? "" : "-") + std::to_string(w);
@@ -105,6 +164,12 @@ void run(const TrainOptions& o) {
                 "topology %s, device cuda:%d\n",
                 widths.c_str(), static_cast<long long>(sc.batch), sc.lr, sc.lr_schedule.c_str(), sc.momentum, sc.epochs,
                 sc.epochs == 1 ? "" : "s", sc.topology.c_str(), sc.device);
+  if (!o.quiet && !o.json && sc.parallel == "dp")
+    std::printf("  model = nn.DataParallel(model, device_ids=%s%s)\n",
+                o.device_ids ? ("[" + *o.device_ids + "]").c_str() : "None (every visible device)",
+                sc.output_device ? (", output_device=" + std::to_string(*sc.output_device)).c_str() : "");
+  if (!o.quiet && !o.json && !sc.env.empty())
+    std::printf("  %s (furnace devices shows which GPU is which)\n", describe_cuda_environment(sc.env).c_str());
   std::fflush(stdout);
   TrainResult r = train(sc, bus, progress);
   bar.finish();
@@ -138,11 +203,23 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--data", s.data_dir, "MNIST-format folder (default: Debian's Fashion-MNIST)");
   cmd->add_option("--steps", s.max_steps, "stop after this many optimizer steps");
   cmd->add_option("--device", s.device, "logical device ordinal (cuda:N) to train on")->capture_default_str();
+  cmd->add_option_function<std::string>("--visible", [opts](const std::string& v) { opts->visible = v; },
+                                        "CUDA_VISIBLE_DEVICES of the training process (default: this shell's)");
+  cmd->add_option_function<std::string>("--order", [opts](const std::string& v) { opts->order = v; },
+                                        "CUDA_DEVICE_ORDER: FASTEST_FIRST or PCI_BUS_ID (default: this shell's)");
+  cmd->add_option("--parallel", s.parallel, "none, or dp: torch.nn.DataParallel over --device-ids")->capture_default_str();
+  cmd->add_option_function<std::string>("--device-ids", [opts](const std::string& v) { opts->device_ids = v; },
+                                        "DataParallel's device_ids, e.g. 0,1,2,3 (default: every visible device)");
+  cmd->add_option_function<int>("--output-device", [opts](int v) { opts->scenario.output_device = v; },
+                                "DataParallel's output_device (default: device_ids[0])");
   cmd->add_flag("--no-eval", [opts](int64_t) { opts->scenario.evaluate = false; }, "skip the test-set evaluation");
   cmd->add_option("--trace", opts->trace_path, "write a Chrome trace (Perfetto) to this file");
   cmd->add_flag("--json", opts->json, "end stdout with one JSON object of the results");
   cmd->add_flag("--quiet", opts->quiet, "no progress bar");
-  cmd->callback([opts] { run(*opts); });
+  cmd->callback([opts, cmd] {
+    opts->device_given = cmd->count("--device") > 0;
+    run(*opts);
+  });
 }
 
 }  // namespace furnace::cli

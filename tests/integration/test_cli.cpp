@@ -38,7 +38,9 @@ class Cli : public ::testing::Test {
 
   CliRun furnace(const std::string& args) {
     const fs::path err = dir_ / "stderr.txt";
-    const std::string cmd = std::string(FURNACE_CLI) + " " + args + " 2>" + err.string() + " </dev/null";
+    // Without the caller's CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER: `furnace train` honours them.
+    const std::string cmd = "env -u CUDA_VISIBLE_DEVICES -u CUDA_DEVICE_ORDER " + std::string(FURNACE_CLI) +
+                            " " + args + " 2>" + err.string() + " </dev/null";
     CliRun r;
     FILE* p = ::popen(cmd.c_str(), "r");
     std::array<char, 4096> buf{};

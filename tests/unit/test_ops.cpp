@@ -231,5 +231,139 @@ TEST_F(SimOps, MlpBackwardMatchesFiniteDifferences) {
   }
 }
 
+// ---- the ops DataParallel adds: add, add_n (reduce-add's sum), copy_, cat, narrow ---------------
+
+TEST(Ops, AddAndAddNSimMatchRefBitForBit) {
+  for (int64_t n : {1, 7, 4096, 4097, 10000}) {
+    std::vector<std::vector<float>> t;
+    for (int j = 0; j < 5; ++j) t.push_back(random_vec(static_cast<size_t>(n), 40 + j, -100.0f, 100.0f));
+    std::vector<float> r(static_cast<size_t>(n)), s(static_cast<size_t>(n));
+    ref::add(r.data(), t[0].data(), t[1].data(), n);
+    sim::add(s.data(), t[0].data(), t[1].data(), n);
+    EXPECT_EQ(r, s);
+    auto in_place = t[0];  // out may be the first input (add_)
+    sim::add(in_place.data(), in_place.data(), t[1].data(), n);
+    EXPECT_EQ(in_place, r);
+    for (int count = 1; count <= 5; ++count) {
+      std::vector<const float*> ptrs;
+      for (int j = 0; j < count; ++j) ptrs.push_back(t[static_cast<size_t>(j)].data());
+      ref::add_n(r.data(), ptrs.data(), count, n);
+      sim::add_n(s.data(), ptrs.data(), count, n);
+      EXPECT_EQ(r, s) << "count " << count << " n " << n;
+      // The same roundings as adding whole tensors one after another.
+      std::vector<float> seq = t[0];
+      for (int j = 1; j < count; ++j) ref::add(seq.data(), seq.data(), t[static_cast<size_t>(j)].data(), n);
+      EXPECT_EQ(s, seq);
+    }
+  }
+}
+
+TEST(Tensor, NarrowIsAViewOfRows) {
+  Tensor t = Tensor::empty_host({5, 3});
+  for (int i = 0; i < 15; ++i) t.data<float>()[i] = static_cast<float>(i);
+  Tensor v = t.narrow(0, 2, 2);
+  EXPECT_EQ(v.shape(), (Shape{2, 3}));
+  EXPECT_TRUE(v.shares_storage_with(t));
+  EXPECT_EQ(v.data<float>()[0], 6.0f);
+  EXPECT_EQ(v.narrow(0, 1, 1).data<float>()[2], 11.0f);
+  EXPECT_EQ(t.narrow(0, 5, 0).numel(), 0);
+  try {
+    t.narrow(0, 4, 2);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "start (4) + length (2) exceeds dimension size (5).");
+  }
+}
+
+struct FourGpus : ::testing::Test {
+  TraceBus bus;
+  Topology topo = load_topology("workstation-4x3090");
+  Runtime rt{make_sim_backend(topo, &bus), bus};
+  std::vector<TraceEvent> events;
+  int id = bus.subscribe([this](const TraceEvent& e) {
+    if (e.kind == EventKind::copy || e.kind == EventKind::kernel) events.push_back(e);
+  });
+  ~FourGpus() override { bus.unsubscribe(id); }
+  Tensor on(int device, const std::vector<float>& v) {
+    Tensor t = Tensor::empty(rt, Device::cuda(device), {static_cast<int64_t>(v.size())});
+    OpContext c{rt, device, 0};
+    ops::copy_to_device(c, t, v.data());
+    return t;
+  }
+  std::vector<float> values(const Tensor& t) {
+    std::vector<float> v(static_cast<size_t>(t.numel()));
+    OpContext c{rt, t.device().index, 0};
+    ops::copy_to_host(c, v.data(), t);
+    return v;
+  }
+};
+
+TEST_F(FourGpus, CopyBetweenAnyTwoPlacesAndCatFlattens) {
+  auto v = random_vec(10, 50);
+  Tensor a = on(0, v);
+  Tensor b = Tensor::empty(rt, Device::cuda(2), {10});
+  OpContext ctx{rt, 0, 0};
+  events.clear();
+  ops::copy_(ctx, b, a);  // peer
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_STREQ(events[0].name, "peer");
+  EXPECT_EQ(events[0].device, 0);  // ATen runs it on the source's stream
+  EXPECT_EQ(values(b), v);
+  Tensor h = Tensor::empty_host({10});
+  ops::copy_(ctx, h, b);  // d2h
+  EXPECT_EQ(std::vector<float>(h.data<float>(), h.data<float>() + 10), v);
+  Tensor flat = Tensor::empty(rt, Device::cuda(0), {20});
+  ops::cat_flat(ctx, flat, {a, a});
+  auto f = values(flat);
+  EXPECT_EQ(std::vector<float>(f.begin() + 10, f.end()), v);
+}
+
+TEST_F(FourGpus, PeerCopiesAreATwoWayBarrierOnBothStreams) {
+  // Two 25 MB copies out of cuda:0 (PCIe through the host, 25 GB/s + 10 us): the second waits
+  // for the first on cuda:0's stream; each holds the destination's stream too.
+  const size_t bytes = 25u << 20;
+  Backend& b = rt.backend();
+  const double one = model_copy_seconds(static_cast<double>(bytes), topo.host.pinned_bandwidth, topo.host.latency_s);
+  ASSERT_TRUE(b.model_copy(CopyKind::peer, 1, 0, bytes, 0, false));
+  ASSERT_TRUE(b.model_copy(CopyKind::peer, 2, 0, bytes, 0, false));
+  EXPECT_NEAR(b.device_time(0), 2 * one, 1e-12);
+  EXPECT_NEAR(b.device_time(1), one, 1e-12);
+  EXPECT_NEAR(b.device_time(2), 2 * one, 1e-12);  // started only once cuda:0 was free
+  EXPECT_NEAR(b.device_busy_time(0), 2 * one, 1e-12);
+  EXPECT_NEAR(b.device_busy_time(2), one, 1e-12);
+  // A destination that is busy delays the copy: cuda:3 works for 1 s first.
+  b.account_kernel(3, 0, "long", KernelCost{35.6e12, 0, DType::f32});
+  const double t3 = b.device_time(3);
+  ASSERT_TRUE(b.model_copy(CopyKind::peer, 3, 0, bytes, 0, false));
+  EXPECT_NEAR(b.device_time(0), t3 + one, 1e-12);
+  EXPECT_NEAR(b.device_time(3), t3 + one, 1e-12);
+}
+
+TEST_F(FourGpus, AddAcrossDevicesIsReduceAddsArithmeticAndModelsItsCopies) {
+  std::vector<std::vector<float>> v;
+  std::vector<Tensor> terms;
+  for (int d : {2, 0, 1, 3}) {  // root first: the destination is cuda:2
+    v.push_back(random_vec(1000, 60 + static_cast<uint64_t>(d)));
+    terms.push_back(on(d, v.back()));
+  }
+  OpContext ctx{rt, 2, 0};
+  const size_t before = rt.max_memory_allocated(2);
+  events.clear();
+  Tensor sum = ops::add_across_devices(ctx, terms);
+  std::vector<float> expect(1000);
+  for (size_t i = 0; i < 1000; ++i) expect[i] = ((v[0][i] + v[1][i]) + v[2][i]) + v[3][i];
+  EXPECT_EQ(values(sum), expect);  // bit for bit
+  EXPECT_EQ(sum.device(), Device::cuda(2));
+  int peers = 0, adds = 0;
+  for (const TraceEvent& e : events) {
+    peers += std::string(e.name) == "peer";
+    adds += std::string(e.name) == "add";
+  }
+  EXPECT_EQ(peers, 3);  // other.to(cuda:2) for each other term
+  EXPECT_EQ(adds, 3);   // one add, then add_ twice
+  // The temporaries were allocated on cuda:2 (one at a time, next to the result).
+  EXPECT_GE(rt.max_memory_allocated(2), before + 2 * 4096);
+}
+
 }  // namespace
 }  // namespace furnace

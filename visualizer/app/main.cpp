@@ -1,9 +1,312 @@
-// furnace-viz: placeholder until the Dear ImGui + GLFW visualizer lands.
-#include <cstdio>
+// furnace-viz: the GLFW + OpenGL3 glue around the UI library (visualizer/ui): options, the window,
+// the frame loop in Dear ImGui's order (poll, backend new-frame, NewFrame, UI, Render, draw,
+// swap), screenshots (--screenshot: the back buffer read before the swap, written as PNG) and
+// frame statistics (--frame-stats). The only file that includes GLFW or GL. Not here: panels,
+// training, the snapshot (all in ui/).
+#include <malloc.h>  // defines: mallopt
 
-int main() {
-  std::fprintf(stderr,
-               "furnace-viz: the visualizer is not built yet; run `furnace train --trace out.json` "
-               "and open the trace in https://ui.perfetto.dev meanwhile\n");
-  return 2;
+#include <cfloat>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <GLFW/glfw3.h>  // defines: glfw*, and includes GL/gl.h (glReadPixels)
+#include <backends/imgui_impl_glfw.h>
+#include <backends/imgui_impl_opengl3.h>
+#include <imgui.h>
+#include <png.h>  // defines: png_* (libpng: better compression than stb's writer)
+
+#include "controller.h"   // defines: Controller, parse_hidden
+#include "frame_stats.h"  // defines: FrameStats
+#include "furnace/process.h"
+#include "panels.h"       // defines: Ui
+#include "theme.h"        // defines: apply_theme, load_fonts
+
+namespace {
+
+using furnace::viz::AppState;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  furnace::Scenario scenario;
+  std::string hidden = "512,512";
+  std::string device_ids;
+  int output_device = -1;
+  std::optional<std::string> visible, order;
+  std::string screenshot;
+  int frames = 0;  // 0: until the window closes
+  std::string panel;
+  bool frame_stats = false;
+  std::string size = "1280x800";
+  double fps = 60;
+  float step_delay_ms = 20;
+  int wait_steps = 0;
+  std::string trace_file;
+  bool paused = false;
+  bool no_cjk = false;
+  std::string stage;
+};
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// The back buffer as RGB, written as PNG (top row first). Call after rendering, before the swap.
+bool write_screenshot(const std::string& path, int w, int h) {
+  std::vector<unsigned char> pixels(static_cast<size_t>(w) * static_cast<size_t>(h) * 3);
+  glReadBuffer(GL_BACK);
+  glPixelStorei(GL_PACK_ALIGNMENT, 1);
+  glReadPixels(0, 0, w, h, GL_RGB, GL_UNSIGNED_BYTE, pixels.data());
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return false;
+  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
+  png_infop info = png ? png_create_info_struct(png) : nullptr;
+  bool ok = png && info && setjmp(png_jmpbuf(png)) == 0;
+  if (ok) {
+    png_init_io(png, f);
+    png_set_compression_level(png, 9);
+    png_set_IHDR(png, info, static_cast<png_uint_32>(w), static_cast<png_uint_32>(h), 8, PNG_COLOR_TYPE_RGB,
+                 PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
+    png_write_info(png, info);
+    const size_t row = static_cast<size_t>(w) * 3;
+    for (int y = h - 1; y >= 0; --y) png_write_row(png, pixels.data() + static_cast<size_t>(y) * row);  // GL: bottom row first
+    png_write_end(png, nullptr);
+  }
+  png_destroy_write_struct(png ? &png : nullptr, info ? &info : nullptr);
+  return std::fclose(f) == 0 && ok;
+}
+
+int run(const Options& o) {
+  // The GL driver allocates and frees megabyte-sized buffers every frame (vertex uploads, the
+  // software renderer's present): keep them in the heap instead of mmap/munmap + page faults.
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  int width = 1280, height = 800;
+  if (std::sscanf(o.size.c_str(), "%dx%d", &width, &height) != 2 || width < 320 || height < 240) {
+    std::fprintf(stderr, "furnace-viz: --size must be WIDTHxHEIGHT, at least 320x240 (got '%s')\n", o.size.c_str());
+    return 2;
+  }
+  std::optional<furnace::viz::PanelId> solo;
+  if (!o.panel.empty()) {
+    solo = furnace::viz::parse_panel(o.panel);
+    if (!solo) {
+      std::fprintf(stderr, "furnace-viz: --panel must be one of devices, pipeline, memory, training, "
+                           "timeline, controls (got '%s')\n", o.panel.c_str());
+      return 2;
+    }
+  }
+
+  glfwSetErrorCallback([](int code, const char* text) { std::fprintf(stderr, "furnace-viz: GLFW error %d: %s\n", code, text); });
+  if (!glfwInit()) {
+    std::fprintf(stderr,
+                 "furnace-viz: cannot open a window (no display: DISPLAY is %s).\n"
+                 "  On a desktop, run build/release/visualizer/furnace-viz there; without one, render to a PNG:\n"
+                 "  xvfb-run -a build/release/visualizer/furnace-viz --screenshot viz.png --frames 240\n",
+                 std::getenv("DISPLAY") ? "set, but unreachable" : "unset");
+    return 1;
+  }
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
+  glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
+  glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
+  glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GL_TRUE);
+  GLFWwindow* window = glfwCreateWindow(width, height, "Furnace 炼丹炉 - furnace-viz", nullptr, nullptr);
+  if (!window) {
+    std::fprintf(stderr, "furnace-viz: cannot create an OpenGL 3.3 window (see the GLFW error above)\n");
+    glfwTerminate();
+    return 1;
+  }
+  glfwMakeContextCurrent(window);
+  glfwSwapInterval(o.fps > 0 ? 0 : 1);  // our own pacing (vsync does not pace under Xvfb)
+
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGuiIO& io = ImGui::GetIO();
+  io.IniFilename = nullptr;  // the layout comes from the code: screenshots are reproducible
+  furnace::viz::apply_theme(ImGui::GetStyle());
+  const furnace::viz::FontReport fonts = furnace::viz::load_fonts(io, 15.0f, !o.no_cjk);
+  if (fonts.cjk.empty() && !o.no_cjk)
+    std::fprintf(stderr, "furnace-viz: no Chinese font found (apt-get install fonts-wqy-microhei): "
+                         "Chinese text shows as '?'\n");
+  ImGui_ImplGlfw_InitForOpenGL(window, true);
+  ImGui_ImplOpenGL3_Init("#version 330 core");
+
+  AppState app;
+  app.solo = solo;
+  app.controls.scenario = o.scenario;
+  app.controls.hidden = o.hidden;
+  app.controls.parallel = o.scenario.parallel;
+  app.controls.device_ids = o.device_ids;
+  app.controls.output_device = o.output_device;
+  app.controls.step_delay_ms = o.step_delay_ms;
+  const furnace::Environment os_env = furnace::cuda_environment_from_os();
+  if (auto it = os_env.find(furnace::kCudaVisibleDevices); it != os_env.end()) {
+    app.env.visible_set = true;
+    app.env.visible = it->second;
+  }
+  if (auto it = os_env.find(furnace::kCudaDeviceOrder); it != os_env.end()) app.env.order = it->second;
+  if (o.visible) {
+    app.env.visible_set = true;
+    app.env.visible = *o.visible;
+  }
+  if (o.order) app.env.order = *o.order;
+  if (!o.trace_file.empty()) app.open_trace = o.trace_file;
+  glfwSetWindowUserPointer(window, &app);
+  glfwSetDropCallback(window, [](GLFWwindow* w, int count, const char** paths) {  // a dropped trace file
+    if (count > 0) static_cast<AppState*>(glfwGetWindowUserPointer(w))->open_trace = paths[0];
+  });
+
+  int rc = 0;
+  {
+    furnace::viz::Controller controller(app, !o.paused);
+    furnace::viz::Ui ui;
+    bool stage_set = false;
+    furnace::viz::FrameStats work_ms, interval_ms, ui_ms, gl_ms;
+    const auto t_start = Clock::now();
+    auto last_frame = t_start;
+    const double period = o.fps > 0 ? 1.0 / o.fps : 0.0;
+    constexpr int kWarmup = 30;  // font upload, first layout, dataset loading
+    int frame = 0, counted = 0, last_vertices = 0, last_indices = 0;
+    bool waiting = o.wait_steps > 0;
+    while (!glfwWindowShouldClose(window)) {
+      const auto t0 = Clock::now();
+      glfwPollEvents();
+      ImGui_ImplOpenGL3_NewFrame();
+      if (frame == 0) {  // the font texture exists now: glyphs are pixel-exact, so sample NEAREST
+                         // (cheaper than LINEAR in a software renderer, same pixels on screen)
+        glBindTexture(GL_TEXTURE_2D, static_cast<GLuint>(reinterpret_cast<intptr_t>(io.Fonts->TexID)));
+        glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+        glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+      }
+      ImGui_ImplGlfw_NewFrame();
+      if (!o.screenshot.empty()) io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);  // no hover tooltips in PNGs
+      if (!waiting && !o.stage.empty() && ui.pipeline.hold_stage.empty() && !stage_set) {
+        ui.pipeline.hold_stage = o.stage;  // once training has gone far enough (--wait-steps)
+        stage_set = true;
+      }
+      const auto t_ui = Clock::now();
+      ImGui::NewFrame();
+      controller.update(app, seconds_since(t_start));
+      ui.draw_frame(app, controller.snapshot());
+      ImGui::Render();
+      const auto t_gl = Clock::now();
+      int fb_w = 0, fb_h = 0;
+      glfwGetFramebufferSize(window, &fb_w, &fb_h);
+      glViewport(0, 0, fb_w, fb_h);
+      const ImVec4 bg = ImGui::ColorConvertU32ToFloat4(furnace::viz::colors::kPanel);
+      glClearColor(bg.x, bg.y, bg.z, 1.0f);
+      glClear(GL_COLOR_BUFFER_BIT);
+      ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+      last_vertices = ImGui::GetDrawData()->TotalVtxCount;
+      last_indices = ImGui::GetDrawData()->TotalIdxCount;
+
+      if (waiting) {  // --wait-steps: frames count once training has gone that far
+        const auto& run = controller.snapshot().run;
+        waiting = controller.snapshot().training.global_step < o.wait_steps && seconds_since(t_start) < 120 &&
+                  run.state != furnace::viz::RunStatus::State::failed;
+      }
+      const bool last = !waiting && o.frames > 0 && counted + 1 >= o.frames;
+      if (last && !o.screenshot.empty()) {
+        glFinish();
+        if (!write_screenshot(o.screenshot, fb_w, fb_h)) {
+          std::fprintf(stderr, "furnace-viz: cannot write %s\n", o.screenshot.c_str());
+          rc = 1;
+        } else {
+          std::printf("screenshot: %s (%dx%d, frame %d)\n", o.screenshot.c_str(), fb_w, fb_h, frame + 1);
+        }
+      }
+      glfwSwapBuffers(window);
+      const auto t1 = Clock::now();
+      const double work = std::chrono::duration<double, std::milli>(t1 - t0).count();
+      app.frame_ms = static_cast<float>(work);
+      if (!waiting && frame >= kWarmup) {
+        work_ms.add(work);
+        ui_ms.add(std::chrono::duration<double, std::milli>(t_gl - t_ui).count());
+        gl_ms.add(std::chrono::duration<double, std::milli>(t1 - t_gl).count());
+        interval_ms.add(std::chrono::duration<double, std::milli>(t0 - last_frame).count());
+      }
+      last_frame = t0;
+      ++frame;
+      if (!waiting) ++counted;
+      if (last) break;
+      if (period > 0) std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(period)));
+    }
+    if (o.frame_stats) {
+      const auto& s = controller.snapshot();
+      std::printf("frame-stats: %zu frames after %d warm-up, %zu GPUs, step %lld, %s\n"
+                  "  frame time (poll to swap)  p50 %.2f ms  p99 %.2f ms  max %.2f ms\n"
+                  "  frame interval             p50 %.2f ms  p99 %.2f ms  (target %.1f ms)\n"
+                  "  of which UI (NewFrame..Render) p50 %.2f ms  p99 %.2f ms; GL draw + swap p50 %.2f ms  p99 %.2f ms\n"
+                  "  last frame: %d vertices, %d triangles\n",
+                  work_ms.count(), kWarmup, s.devices.size(), static_cast<long long>(s.training.global_step),
+                  furnace::viz::run_state_name(s.run.state), work_ms.percentile(50), work_ms.percentile(99),
+                  work_ms.max(), interval_ms.percentile(50), interval_ms.percentile(99),
+                  period > 0 ? 1000 * period : 0.0, ui_ms.percentile(50), ui_ms.percentile(99),
+                  gl_ms.percentile(50), gl_ms.percentile(99), last_vertices, last_indices / 3);
+    }
+    if (controller.snapshot().run.state == furnace::viz::RunStatus::State::failed)
+      std::fprintf(stderr, "furnace-viz: the run failed: %s\n", controller.snapshot().run.message.c_str());
+  }
+
+  ImGui_ImplOpenGL3_Shutdown();
+  ImGui_ImplGlfw_Shutdown();
+  ImGui::DestroyContext();
+  glfwDestroyWindow(window);
+  glfwTerminate();
+  return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  furnace::Scenario& s = o.scenario;
+  CLI::App cli{"furnace-viz: watch a Scenario train live on the (simulated) runtime"};
+  cli.add_option("--topology", s.topology, "machine: a name in data/topologies or a .toml path")->capture_default_str();
+  cli.add_option("--backend", s.backend, "sim (CPU, modelled GPU clock) or cuda")->capture_default_str();
+  cli.add_option("--epochs", s.epochs, "passes over the training set")->capture_default_str();
+  cli.add_option("--batch", s.batch, "batch size")->capture_default_str();
+  cli.add_option("--lr", s.lr, "learning rate")->capture_default_str();
+  cli.add_option("--hidden", o.hidden, "hidden layer widths, comma-separated")->capture_default_str();
+  cli.add_option("--seed", s.seed, "seed for initialisation and shuffling")->capture_default_str();
+  cli.add_option("--data", s.data_dir, "MNIST-format folder (default: Debian's Fashion-MNIST)");
+  cli.add_option("--steps", s.max_steps, "stop after this many optimizer steps");
+  cli.add_option("--parallel", s.parallel, "none, or dp: torch.nn.DataParallel over --device-ids")->capture_default_str();
+  cli.add_option("--device-ids", o.device_ids, "DataParallel's device_ids, comma-separated (default: all visible)");
+  cli.add_option("--output-device", o.output_device, "DataParallel's output_device (default: device_ids[0])");
+  cli.add_option("--device", s.device, "logical device ordinal (cuda:N) to train on")->capture_default_str();
+  cli.add_option_function<std::string>("--visible", [&o](const std::string& v) { o.visible = v; },
+                                       "CUDA_VISIBLE_DEVICES of the training process (default: this shell's)");
+  cli.add_option_function<std::string>("--order", [&o](const std::string& v) { o.order = v; },
+                                       "CUDA_DEVICE_ORDER: FASTEST_FIRST or PCI_BUS_ID (default: this shell's)");
+  cli.add_option("--step-delay-ms", o.step_delay_ms, "sleep after each training step (a control)")->capture_default_str();
+  cli.add_flag("--paused", o.paused, "start a process that has not used CUDA yet; Run > Restart trains");
+  cli.add_option("--trace-file", o.trace_file, "open a Chrome trace in the Timeline (furnace train --trace; "
+                                              "dropping a file on the window works too)");
+  cli.add_option("--screenshot", o.screenshot, "write the last frame as a PNG (works under Xvfb)");
+  cli.add_option("--frames", o.frames, "render this many frames, then exit (0: until closed)")->capture_default_str();
+  cli.add_option("--panel", o.panel, "show one panel alone: devices, pipeline, memory, training, timeline, controls");
+  cli.add_option("--wait-steps", o.wait_steps, "start counting --frames once training reached this step");
+  cli.add_option("--stage", o.stage, "Pipeline: pause on this phase (scatter, replicate, reduce, ...)");
+  cli.add_option("--size", o.size, "window size WIDTHxHEIGHT")->capture_default_str();
+  cli.add_option("--fps", o.fps, "frame rate limit (0: vsync)")->capture_default_str();
+  cli.add_flag("--no-cjk", o.no_cjk, "skip the Chinese glyphs (a smaller font atlas)");
+  cli.add_flag("--frame-stats", o.frame_stats, "print frame-time percentiles (p50, p99) at exit");
+  CLI11_PARSE(cli, argc, argv);
+  try {
+    furnace::viz::ControlsState c;  // the same checks as the Controls panel, before a window opens
+    c.scenario = o.scenario;
+    c.hidden = o.hidden;
+    c.parallel = o.scenario.parallel;
+    c.device_ids = o.device_ids;
+    c.output_device = o.output_device;
+    furnace::viz::scenario_from_controls(c);
+    return run(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "furnace-viz: %s\n", e.what());
+    return 1;
+  }
 }

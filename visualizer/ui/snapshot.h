@@ -6,11 +6,13 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "furnace/topology.h"  // defines: Topology, GpuSpec, LinkSpec
 #include "furnace/trace.h"     // defines: EventKind
+#include "furnace/visibility.h"  // defines: Visibility
 
 namespace furnace::viz {
 
@@ -108,7 +110,8 @@ struct TimelineData {
   std::string source = "live";        // "live", or the trace file's path
   std::vector<TimelineTrack> tracks;  // sorted by (device, phases first, stream)
   double t_min = 0, t_max = 0;
-  std::deque<std::string> names;      // storage for names read from a file (stable addresses)
+  // Storage for names read from a file: stable addresses, shared by copies of this struct.
+  std::shared_ptr<std::deque<std::string>> names = std::make_shared<std::deque<std::string>>();
   size_t max_events_per_track = 60000;
 
   TimelineTrack& track(int device, int stream);  // finds or inserts, keeping the order
@@ -154,6 +157,12 @@ struct Snapshot {
   TrainingSeries training;
   TimelineData timeline;
   std::vector<StepPhases> steps;  // the last few complete steps, oldest first
+  TimelineData file_timeline;     // a trace file opened in the Timeline panel (no tracks: none)
+  // CUDA_VISIBLE_DEVICES as the Devices panel shows it: what this process sees (frozen at its
+  // first device use) and what the edited value would give a process started now.
+  Visibility visibility;
+  Visibility edited_visibility;
+  bool visibility_frozen = false;
   uint64_t events_seen = 0;
   uint64_t events_dropped = 0;    // the feed's ring overflowed before the UI read it
   double time_s = 0;              // UI clock, seconds since start (animations, sampling)

@@ -10,6 +10,7 @@
 
 #include "furnace/allocator.h"
 #include "furnace/dtype.h"
+#include "furnace/process.h"   // defines: Environment
 #include "furnace/topology.h"
 
 namespace furnace {
@@ -54,9 +55,39 @@ class Backend {
   // both ends (sim); 0 where nothing is modelled. DataParallel's per-device breakdown reads it.
   virtual double device_busy_time(int /*device*/) const { return 0; }
   virtual void synchronize(int /*device*/) {}
+  // Puts a copy on the modelled clock and in the trace, as copy() would, without moving its bytes,
+  // and returns true; false where nothing is modelled (a real device moves bytes in copy()). The
+  // simulator's reduce-add models its copies this way and reads the sources in place.
+  virtual bool model_copy(CopyKind /*kind*/, int /*dst_device*/, int /*src_device*/,
+                          size_t /*bytes*/, int /*stream*/, bool /*pinned*/) {
+    return false;
+  }
+
+  // ---- the process's view of the machine (optional) -----------------------------------------
+  // The first device use in this process (cuInit, PyTorch's lazy init): a backend whose devices
+  // depend on the process's environment (CUDA_VISIBLE_DEVICES) fixes them here; until then its
+  // device_count() follows the current environment. Runtime calls it before any device call other
+  // than device_count(). Default: the devices were fixed at construction.
+  virtual void initialize() {}
+  virtual bool initialized() const { return true; }
+  // The process starts working on `device` (cudaSetDevice): its CUDA context is created there the
+  // first time. Default: nothing to do.
+  virtual void use_device(int /*device*/) {}
+  // nvidia-smi's number (PCI bus order) of logical device `device`; -1 when unknown.
+  virtual int physical_index(int device) const { return device; }
+  // One line for messages: which GPUs this process sees and why ("this process sees 2 of the 4
+  // GPUs of 'workstation-4x3090': cuda:0 = GPU 2, cuda:1 = GPU 3 (CUDA_VISIBLE_DEVICES=2,3)").
+  // (Inline on purpose: a Backend member defined out of line would become its key function and
+  // tie its typeinfo to libfurnace_runtime, which libfurnace_cuda is linked before.)
+  virtual std::string describe_devices() const {
+    const int n = device_count();
+    return "this process sees " + std::to_string(n) + " device" + (n == 1 ? "" : "s");
+  }
 };
 
 // The sim backend for the GPUs of `topology`, all visible, reporting to `trace` (may be null).
+// A private machine: every GPU in topology (PCI bus) order, as with CUDA_DEVICE_ORDER=PCI_BUS_ID,
+// a CUDA context on each from the start. Several processes on one machine: furnace/sim_machine.h.
 std::unique_ptr<Backend> make_sim_backend(const Topology& topology, TraceBus* trace);
 
 // Backends by name: "sim", and "cuda" where it was built. `topology` drives the simulator.
@@ -65,6 +96,28 @@ bool cuda_backend_built();
 int cuda_device_count();  // real CUDA devices; 0 when not built or no driver/device
 std::unique_ptr<Backend> make_backend(const std::string& name, const Topology& topology,
                                       TraceBus* trace);
+// The same for one process with environment `env` (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER;
+// absent = not set). "sim": that process alone on a simulated `topology`, seeing the GPUs `env`
+// makes visible, fixed at its first device use. "cuda": the real driver reads the real
+// environment, so the variables present in `env` are exported first (they take effect only if
+// CUDA is not initialised yet; variables absent from `env` are left as they are).
+std::unique_ptr<Backend> make_backend(const std::string& name, const Topology& topology,
+                                      TraceBus* trace, const Environment& env);
+
+// On a real machine: the physical GPUs from NVML (PCI order, CUDA_VISIBLE_DEVICES ignored) and
+// the CUDA runtime's logical devices, matched by UUID, else by PCI bus id.
+struct HardwareDevices {
+  bool nvml_available = false;
+  std::string nvml_error;                 // why not
+  std::vector<GpuSpec> physical;          // NVML index order
+  std::vector<uint64_t> physical_used;    // bytes in use on each, all processes (NVML)
+  std::vector<int> physical_utilization;  // percent; -1 unknown
+  bool cuda_available = false;
+  std::string cuda_error;                 // why not ("this build has no CUDA backend", ...)
+  std::vector<GpuSpec> logical;           // cuda:0.. as the CUDA runtime enumerates them
+  std::vector<int> logical_to_physical;   // index into `physical`; -1 when unmatched
+};
+HardwareDevices discover_hardware_devices();
 
 // Modelled durations, shared by the sim backend and the tests.
 double model_kernel_seconds(const GpuSpec& gpu, const KernelCost& cost);

@@ -21,6 +21,21 @@ struct OpContext {
 
 namespace ops {
 
+// While alive, the simulator's CPU GEMMs use `threads` OpenBLAS threads; the previous count comes
+// back at destruction. parallel_apply holds one with 1 while its workers run: k workers each
+// starting a multi-threaded GEMM would oversubscribe the cores. Create and destroy it on one
+// thread, while no other thread is running ops.
+class BlasThreadsScope {
+ public:
+  explicit BlasThreadsScope(int threads);
+  ~BlasThreadsScope();
+  BlasThreadsScope(const BlasThreadsScope&) = delete;
+  BlasThreadsScope& operator=(const BlasThreadsScope&) = delete;
+
+ private:
+  int previous_;
+};
+
 // out (B, OC) = inp (B, C) @ weight (OC, C)^T + bias (OC), as torch.nn.Linear.
 void linear_forward(OpContext& ctx, Tensor& out, const Tensor& inp, const Tensor& weight,
                     const Tensor& bias);
@@ -56,6 +71,13 @@ void cast(OpContext& ctx, Tensor& out, const Tensor& in);
 void zero(OpContext& ctx, Tensor& x);
 // out = a + b (torch.add), all on ctx.device with one shape; out may be a (a.add_(b)).
 void add(OpContext& ctx, Tensor& out, const Tensor& a, const Tensor& b);
+// comm.reduce_add's arithmetic without NCCL, onto ctx.device: returns
+// ((terms[0] + terms[1]) + terms[2]) + ... (f32, one shape; terms[0] on ctx.device, the others on
+// any device; at least two). Modelled as PyTorch runs it: each further term copied to ctx.device
+// into a temporary (peer copy, freed after use), the first sum out of place, the rest add_ in
+// place. On the simulator those copies are modelled (clock, trace, allocator) without moving their
+// bytes: the sum reads every term where it lives, in one pass, with the same roundings.
+Tensor add_across_devices(OpContext& ctx, const std::vector<Tensor>& terms);
 // dst.copy_(src): same numel and dtype, between any two places (host, one device, two devices).
 // ctx gives the runtime and the stream; a copy between two devices is a peer copy that the sim
 // backend runs with ATen's two-way barrier (see SimBackend::copy).

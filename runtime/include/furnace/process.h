@@ -29,7 +29,8 @@ using Environment = std::map<std::string, std::string>;
 // CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER from this (real) process's environment, where set.
 Environment cuda_environment_from_os();
 
-// "CUDA_VISIBLE_DEVICES=2,3 CUDA_DEVICE_ORDER=PCI_BUS_ID", "(CUDA_VISIBLE_DEVICES not set)".
+// "CUDA_VISIBLE_DEVICES=2,3, CUDA_DEVICE_ORDER=PCI_BUS_ID"; "CUDA_VISIBLE_DEVICES='', ..." when
+// set but empty; "CUDA_VISIBLE_DEVICES not set, ...".
 std::string describe_cuda_environment(const Environment& env);
 
 // What the driver makes of `env` on a machine with physical GPUs `gpus`: CUDA_DEVICE_ORDER (unset:

@@ -2,7 +2,10 @@
 // device, and the TraceBus every layer reports to. The torch.cuda-style device API lives here.
 #pragma once
 
+#include <atomic>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <vector>
 
 #include "furnace/allocator.h"
@@ -10,6 +13,12 @@
 #include "furnace/trace.h"
 
 namespace furnace {
+
+// cudaMemGetInfo / torch.cuda.mem_get_info: the device's free and total bytes, all processes.
+struct MemInfo {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+};
 
 class Runtime {
  public:
@@ -21,20 +30,55 @@ class Runtime {
 
   Backend& backend() { return *backend_; }
   TraceBus& trace() { return trace_; }
-  int device_count() const { return backend_->device_count(); }
+  // The caching allocator of cuda:`device` (a first device use). Throws "CUDA error: invalid
+  // device ordinal" for a device this process does not see.
   CachingAllocator& allocator(int device);
 
-  // torch.cuda.memory_allocated(device) and friends.
-  size_t memory_allocated(int device) { return allocator(device).memory_allocated(); }
-  size_t memory_reserved(int device) { return allocator(device).memory_reserved(); }
-  size_t max_memory_allocated(int device) { return allocator(device).max_memory_allocated(); }
-  size_t max_memory_reserved(int device) { return allocator(device).max_memory_reserved(); }
-  void empty_cache(int device) { allocator(device).empty_cache(); }
+  // ---- the torch.cuda device API -------------------------------------------------------------
+  // As in PyTorch, device_count() and the memory statistics do not initialise CUDA (before the
+  // first device use they follow the current environment, and the statistics are 0); every other
+  // call is a first device use: it fixes the process's CUDA_VISIBLE_DEVICES mapping and throws
+  // "No CUDA GPUs are available" when the process sees none. Messages are PyTorch's.
+  int device_count() const { return backend_->device_count(); }
+  bool is_initialized() const;  // torch.cuda.is_initialized()
+  void init();                  // torch.cuda.init()
+  int current_device();         // torch.cuda.current_device(): 0 until set_device
+  // torch.cuda.set_device: makes `device` current and creates this process's CUDA context on it.
+  // A negative device is a no-op, as in PyTorch.
+  void set_device(int device);
+  // torch.cuda.get_device_properties: name, total memory, SMs, compute capability, UUID, bus id.
+  const GpuSpec& get_device_properties(int device);
+  MemInfo mem_get_info(int device);  // creates the context on `device` (cudaMemGetInfo needs one)
+  MemInfo mem_get_info() { return mem_get_info(current_device()); }
+
+  // torch.cuda.memory_allocated(device) and friends; the overloads without a device use the
+  // current one. Out of range after initialisation: "Invalid device argument N: did you call init?".
+  size_t memory_allocated(int device);
+  size_t memory_reserved(int device);
+  size_t max_memory_allocated(int device);
+  size_t max_memory_reserved(int device);
+  size_t memory_allocated() { return memory_allocated(current_device_or_zero()); }
+  size_t memory_reserved() { return memory_reserved(current_device_or_zero()); }
+  size_t max_memory_allocated() { return max_memory_allocated(current_device_or_zero()); }
+  size_t max_memory_reserved() { return max_memory_reserved(current_device_or_zero()); }
+  void empty_cache(int device);  // that device's cache; nothing before initialisation
+  void empty_cache();            // torch.cuda.empty_cache(): every device's cache
+
+  // Which GPUs this process sees, for messages (backend.h, Backend::describe_devices).
+  std::string describe_devices() const { return backend_->describe_devices(); }
 
  private:
+  const CachingAllocator* stats_allocator(int device);  // nullptr before initialisation
+  int current_device_or_zero() const { return current_device_.load(); }
+  void check_ordinal(int device, const char* call);  // call "": a tensor on cuda:N
+  void create_allocators();
+
   std::unique_ptr<Backend> backend_;
   TraceBus& trace_;
   std::vector<std::unique_ptr<CachingAllocator>> allocators_;
+  mutable std::mutex init_mutex_;
+  std::atomic<bool> initialized_{false};
+  std::atomic<int> current_device_{0};
 };
 
 }  // namespace furnace

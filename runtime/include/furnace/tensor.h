@@ -26,6 +26,7 @@ struct Device {
 
   static Device cpu() { return {DeviceType::cpu, -1}; }
   static Device cuda(int i) { return {DeviceType::cuda, i}; }
+  static Device at(int ordinal) { return ordinal < 0 ? cpu() : cuda(ordinal); }  // -1: the host
   bool is_cuda() const { return type == DeviceType::cuda; }
   std::string str() const;  // "cpu", "cuda:0"
   friend bool operator==(const Device&, const Device&) = default;

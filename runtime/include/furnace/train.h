@@ -4,7 +4,10 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,9 +29,22 @@ struct Scenario {
   std::string data_dir;    // MNIST-format folder; empty: Debian's Fashion-MNIST
   int64_t max_steps = -1;  // stop after this many optimizer steps (benchmarks, tests); -1: all
   int device = 0;          // logical device ordinal to train on
+  // The training process's CUDA environment: CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER (absent:
+  // not set). With the sim backend it decides which simulated GPUs the process sees and as which
+  // cuda:N (furnace/visibility.h); `furnace train` fills it from its own environment and the
+  // --visible/--order flags. With the cuda backend the variables given here are exported.
+  std::map<std::string, std::string> env;
   bool evaluate = true;    // measure test accuracy at the end
   bool normalize = true;   // (x - mean) / std with the training set's statistics, as
                            // torchvision's transforms.Normalize((0.2860,), (0.3530,)) does
+  // DataParallel: "none" trains on `device` alone; "dp" wraps the model in
+  // torch.nn.DataParallel(model, device_ids, output_device). The model is built on `device`, which
+  // must then be device_ids[0] (PyTorch's rule for several devices).
+  std::string parallel = "none";
+  std::optional<std::vector<int>> device_ids;  // relative to the visible devices; unset: all
+  std::optional<int> output_device;            // unset: device_ids[0]
+  bool track_accuracy = false;  // report each training batch's accuracy in Progress (one extra
+                                // argmax kernel per step, as `(out.argmax(1) == y).sum()`)
 
   // Checks ranges; one clear line per problem (throws furnace::Error).
   void validate() const;
@@ -45,6 +61,26 @@ struct DeviceMemoryReport {
   uint64_t peak_reserved_bytes = 0;
 };
 
+// Modelled seconds per step one device spent busy (kernels and copies) in each part of a
+// DataParallel step, and waiting for the others (idle).
+struct DpDeviceTime {
+  int device = 0;
+  double scatter = 0, replicate = 0, compute = 0, gather = 0, reduce = 0, optimizer = 0;
+  double busy = 0;  // the sum of the six
+  double idle = 0;  // step_s - busy
+};
+
+// What DataParallel did in a run (`--parallel dp`).
+struct DpReport {
+  std::vector<int> device_ids;
+  int output_device = 0;
+  std::vector<int64_t> chunks;          // rows per replica for a full batch (torch.chunk)
+  double step_s = 0;                    // modelled seconds per step (mean over the run)
+  std::vector<DpDeviceTime> per_device; // device_ids, then output_device if not among them
+  std::vector<std::string> notes;       // how the batch is split, in words
+  std::vector<std::string> warnings;    // the UserWarnings DataParallel raised
+};
+
 struct TrainResult {
   std::string backend, topology;
   int epochs = 0;
@@ -58,6 +94,7 @@ struct TrainResult {
   double modelled_s = 0;      // the modelled GPU clock at the end of training
   int64_t parameters = 0;
   std::vector<DeviceMemoryReport> memory;
+  std::optional<DpReport> dp;  // set by --parallel dp
 };
 
 struct Progress {
@@ -65,6 +102,7 @@ struct Progress {
   int64_t step_in_epoch = 0, steps_per_epoch = 0;
   int64_t global_step = 0, total_steps = 0;
   float loss = 0;
+  double accuracy = -1;  // this batch's training accuracy; -1 unless Scenario::track_accuracy
   double samples_per_s = 0;
   double eta_s = 0;
   bool epoch_done = false;
@@ -72,7 +110,14 @@ struct Progress {
 
 using ProgressFn = std::function<void(const Progress&)>;
 
-// Runs `scenario`, reporting every event to `trace` and progress after every step.
+// Thrown by a progress callback to end a run early (the visualizer's restart): train() lets any
+// exception from `on_progress` through, after releasing device memory and joining loader workers.
+struct TrainingStopped : std::exception {
+  const char* what() const noexcept override { return "training stopped"; }
+};
+
+// Runs `scenario`, reporting every event to `trace` and progress after every step. `on_progress`
+// may throw (TrainingStopped) to stop the run; it is called on the training thread.
 TrainResult train(const Scenario& scenario, TraceBus& trace, const ProgressFn& on_progress = {});
 
 // A terminal progress bar: redraws one line in place on a TTY, prints one line per epoch otherwise.

@@ -1,12 +1,25 @@
 // The backend registry: the only place outside CMake that knows which backends were built.
 #include "furnace/error.h"
 #include "furnace/backend.h"
+#include "furnace/nvml.h"  // defines: query_nvml
 #include "backend/sim/sim_backend.h"
+#include "backend/sim/sim_machine_impl.h"  // defines: make_sim_process_backend
 #ifdef FURNACE_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
 
+#include <cctype>
+#include <cstdlib>
+
 namespace furnace {
+namespace {
+
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
 
 bool cuda_backend_built() {
 #ifdef FURNACE_WITH_CUDA
@@ -38,13 +51,54 @@ std::unique_ptr<Backend> make_backend(const std::string& name, const Topology& t
 #ifdef FURNACE_WITH_CUDA
     FURNACE_CHECK(cuda::device_count() > 0)
         << "--backend cuda: no CUDA-capable device is detected (use --backend sim)";
-    return cuda::make_backend(trace);
+    return cuda::make_backend(trace, discover_hardware_devices().logical_to_physical);
 #else
     FURNACE_FAIL() << "--backend cuda: this build has no CUDA backend (nvcc was not found at "
                       "configure time); use --backend sim";
 #endif
   }
   FURNACE_FAIL() << "unknown backend '" << name << "' (choose sim or cuda)";
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& name, const Topology& topology,
+                                      TraceBus* trace, const Environment& env) {
+  if (name == "sim") return make_sim_process_backend(topology, trace, env);
+  if (name == "cuda") {
+    // The real driver reads the real environment once, at cuInit: export before anything
+    // touches CUDA (make_backend's device check is the first CUDA call).
+    for (const auto& [key, value] : env) ::setenv(key.c_str(), value.c_str(), 1);
+  }
+  return make_backend(name, topology, trace);
+}
+
+HardwareDevices discover_hardware_devices() {
+  HardwareDevices h;
+  const NvmlQuery q = query_nvml();
+  h.nvml_available = q.available;
+  h.nvml_error = q.error;
+  for (const NvmlGpu& g : q.gpus) {
+    h.physical.push_back(g.spec);
+    h.physical_used.push_back(g.used_bytes);
+    h.physical_utilization.push_back(g.utilization_percent);
+  }
+#ifdef FURNACE_WITH_CUDA
+  h.logical = cuda::logical_devices(&h.cuda_error);
+  h.cuda_available = !h.logical.empty();
+  if (!h.cuda_available && h.cuda_error.empty()) h.cuda_error = "no CUDA-capable device is detected";
+#else
+  h.cuda_error = "this build has no CUDA backend (nvcc was not found at configure time)";
+#endif
+  // Match each logical device to its physical GPU: by UUID, else by PCI bus id.
+  for (const GpuSpec& l : h.logical) {
+    int match = -1;
+    for (size_t p = 0; p < h.physical.size() && match < 0; ++p)
+      if (!l.uuid.empty() && l.uuid == h.physical[p].uuid) match = static_cast<int>(p);
+    for (size_t p = 0; p < h.physical.size() && match < 0; ++p)
+      if (!l.pci_bus_id.empty() && upper(l.pci_bus_id) == upper(h.physical[p].pci_bus_id))
+        match = static_cast<int>(p);
+    h.logical_to_physical.push_back(match);
+  }
+  return h;
 }
 
 }  // namespace furnace

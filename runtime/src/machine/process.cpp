@@ -13,7 +13,11 @@ std::optional<std::string> lookup(const Environment& env, const char* key) {
 }
 
 std::string shown(const std::optional<std::string>& v) {
-  return v ? "'" + printable(*v) + "'" : std::string("not set");
+  if (!v) return "not set";
+  std::string s(1, '\'');
+  s += printable(*v);
+  s += '\'';
+  return s;
 }
 
 }  // namespace
@@ -29,7 +33,14 @@ std::string describe_cuda_environment(const Environment& env) {
   std::string s;
   for (const char* key : {kCudaVisibleDevices, kCudaDeviceOrder}) {
     const std::optional<std::string> v = lookup(env, key);
-    s += (s.empty() ? "" : " ") + std::string(key) + (v ? "=" + printable(*v) : " not set");
+    if (!s.empty()) s += ", ";
+    s += key;
+    if (v) {
+      s += '=';
+      s += v->empty() ? std::string("''") : printable(*v);
+    } else {
+      s += " not set";
+    }
   }
   return s;
 }

@@ -150,9 +150,9 @@ void note_order(const std::vector<GpuSpec>& gpus, DeviceOrder order, const std::
                     "same numbering as nvidia-smi");
     return;
   }
-  std::string msg = "CUDA_DEVICE_ORDER=FASTEST_FIRST: CUDA numbers the fastest GPU first, so " +
-                    gpu_label(gpus, enumeration[0]) + " is CUDA's device 0";
-  if (enumeration[0] != 0) msg += " while nvidia-smi calls " + gpu_label(gpus, 0) + " GPU 0";
+  std::string msg = "CUDA_DEVICE_ORDER=FASTEST_FIRST: CUDA numbers the fastest GPU first, so its "
+                    "device 0 is " + gpu_label(gpus, enumeration[0]);
+  if (enumeration[0] != 0) msg += ", while nvidia-smi's GPU 0 is the " + gpus[0].name;
   msg += "; NVIDIA leaves the order after the first unspecified (Furnace: highest FP32 peak "
          "first, ties in PCI bus order); CUDA_DEVICE_ORDER=PCI_BUS_ID numbers GPUs as nvidia-smi "
          "does";
@@ -287,8 +287,9 @@ Visibility resolve_visibility(const std::vector<GpuSpec>& gpus,
   };
 
   if (!visible) {
-    v.notes.push_back("CUDA_VISIBLE_DEVICES is not set: all " + std::to_string(n) + " GPU" +
-                      (n == 1 ? " is" : "s are") + " visible, numbered in CUDA_DEVICE_ORDER order");
+    v.notes.push_back(std::string("CUDA_VISIBLE_DEVICES is not set: ") +
+                      (n == 1 ? "the GPU is" : n == 2 ? "both GPUs are" : "all " + std::to_string(n) + " GPUs are") +
+                      " visible, numbered in CUDA_DEVICE_ORDER order");
     std::vector<std::pair<int, std::string>> all;
     for (int p : enumeration) all.emplace_back(p, "");
     return finish(std::move(all));
@@ -334,8 +335,7 @@ Visibility resolve_visibility(const std::vector<GpuSpec>& gpus,
                             : " is not written like the first entry (" + std::string(prefix) +
                                   "...): PyTorch reads every entry the way the first is written "
                                   "(NVIDIA's documentation does not say whether forms can be mixed)";
-      v.notes.push_back(entry_ref(end, e) + why + ", so the devices after it are hidden" +
-                        rest_text(entries, end));
+      v.notes.push_back(entry_ref(end, e) + why + ", so the list stops there" + rest_text(entries, end));
       stop_at(VisibilityStop::mixed_forms, end);
     };
 
@@ -446,8 +446,9 @@ Visibility resolve_visibility(const std::vector<GpuSpec>& gpus,
   for (size_t i = 0; i < ordinals.size(); ++i) {
     if (ordinals[i] >= static_cast<uint64_t>(n)) {
       v.notes.push_back(entry_ref(i, entries[i]) + " is beyond the " + std::to_string(n) + " GPU" +
-                        (n == 1 ? "" : "s") + " (ordinals 0-" + std::to_string(n - 1) +
-                        "), so it and the devices after it are hidden" + rest_text(entries, i));
+                        (n == 1 ? "" : "s") +
+                        (n > 0 ? " (ordinals 0-" + std::to_string(n - 1) + ")" : std::string()) +
+                        ", so it and the devices after it are hidden" + rest_text(entries, i));
       stop_at(VisibilityStop::out_of_range, i);
       return finish(std::move(picked));
     }
@@ -463,11 +464,11 @@ Visibility resolve_visibility(const std::vector<GpuSpec>& gpus,
     std::string what;
     if (starts_with(e, kGpuPrefix) || starts_with(e, kMigPrefix)) {
       what = " is an identifier after ordinals: PyTorch reads every entry the way the first is "
-             "written (NVIDIA's documentation does not say whether forms can be mixed), so it is "
-             "not a device";
+             "written (NVIDIA's documentation does not say whether forms can be mixed), so to it "
+             "this is not a device";
       stop_at(VisibilityStop::mixed_forms, end);
     } else {
-      what = e.empty() ? " is empty, so it is not a device" : " is not a device";
+      what = e.empty() ? " is empty (not a device)" : " is not a device";
       stop_at(VisibilityStop::invalid_entry, end);
     }
     v.notes.push_back(entry_ref(end, entries[end]) + what +

@@ -6,11 +6,26 @@
 
 namespace furnace {
 
+// Where the messages come from (PyTorch at main):
+//   "No CUDA GPUs are available": c10/cuda/CUDAFunctions.cpp, device_count_ensure_non_zero(),
+//     which torch.cuda's lazy init (torch._C._cuda_init) calls when the driver reports no device
+//     (CUDA_VISIBLE_DEVICES="" makes cuInit return CUDA_ERROR_NO_DEVICE).
+//   "CUDA error: invalid device ordinal": C10_CUDA_CHECK(cudaSetDevice(...)) in set_device and in
+//     the device guards, with cudaGetErrorString(cudaErrorInvalidDevice).
+//   "Invalid device id": torch/cuda/__init__.py, get_device_properties.
+//   "Invalid device argument N: did you call init?": c10/cuda/CUDACachingAllocator.cpp,
+//     assertValidDevice, behind memory_stats and hence memory_allocated and friends.
+// Each gets, after it, which devices this process sees (Backend::describe_devices).
+
 Runtime::Runtime(std::unique_ptr<Backend> backend, TraceBus& trace)
     : backend_(std::move(backend)), trace_(trace) {
   FURNACE_ASSERT(backend_ != nullptr) << "Runtime needs a backend";
-  for (int d = 0; d < backend_->device_count(); ++d)
-    allocators_.push_back(std::make_unique<CachingAllocator>(backend_->raw_allocator(d), d, &trace_));
+  // A backend whose devices are fixed at construction (make_sim_backend, cuda) is ready now; one
+  // process on a shared machine waits for its first device use.
+  if (backend_->initialized()) {
+    create_allocators();
+    initialized_ = true;
+  }
 }
 
 Runtime::~Runtime() {
@@ -18,11 +33,98 @@ Runtime::~Runtime() {
   backend_.reset();
 }
 
+void Runtime::create_allocators() {
+  for (int d = 0; d < backend_->device_count(); ++d)
+    allocators_.push_back(std::make_unique<CachingAllocator>(backend_->raw_allocator(d), d, &trace_));
+}
+
+bool Runtime::is_initialized() const { return initialized_.load(std::memory_order_acquire); }
+
+void Runtime::init() {
+  if (is_initialized()) return;
+  std::lock_guard<std::mutex> lock(init_mutex_);
+  if (is_initialized()) return;
+  backend_->initialize();
+  FURNACE_CHECK(backend_->device_count() > 0)
+      << "No CUDA GPUs are available (" << backend_->describe_devices() << ")";
+  create_allocators();
+  initialized_.store(true, std::memory_order_release);
+}
+
+void Runtime::check_ordinal(int device, const char* call) {
+  init();
+  FURNACE_CHECK(device >= 0 && device < device_count())
+      << "CUDA error: invalid device ordinal (" << call << (*call ? "(" : "cuda:") << device
+      << (*call ? ")" : "") << ": "
+      << backend_->describe_devices() << "; inside a process only cuda:0.." << device_count() - 1
+      << " exist)";
+}
+
 CachingAllocator& Runtime::allocator(int device) {
-  FURNACE_CHECK(device >= 0 && device < static_cast<int>(allocators_.size()))
-      << "invalid device ordinal " << device << ": this process sees " << allocators_.size()
-      << " device(s)";
+  check_ordinal(device, "");
   return *allocators_[static_cast<size_t>(device)];
+}
+
+int Runtime::current_device() {
+  init();
+  return current_device_.load();
+}
+
+void Runtime::set_device(int device) {
+  if (device < 0) return;  // torch.cuda.set_device: a no-op for a negative device
+  check_ordinal(device, "torch.cuda.set_device");
+  backend_->use_device(device);
+  current_device_.store(device);
+}
+
+const GpuSpec& Runtime::get_device_properties(int device) {
+  init();
+  FURNACE_CHECK(device >= 0 && device < device_count())
+      << "Invalid device id (torch.cuda.get_device_properties(" << device << "): "
+      << backend_->describe_devices() << ")";
+  return backend_->device_spec(device);
+}
+
+MemInfo Runtime::mem_get_info(int device) {
+  check_ordinal(device, "torch.cuda.mem_get_info");
+  MemInfo m;
+  backend_->raw_allocator(device).mem_get_info(&m.free_bytes, &m.total_bytes);
+  return m;
+}
+
+const CachingAllocator* Runtime::stats_allocator(int device) {
+  if (!is_initialized()) return nullptr;  // torch.cuda.memory_stats() is {} before CUDA starts
+  FURNACE_CHECK(device >= 0 && device < static_cast<int>(allocators_.size()))
+      << "Invalid device argument " << device << ": did you call init? ("
+      << backend_->describe_devices() << ")";
+  return allocators_[static_cast<size_t>(device)].get();
+}
+
+size_t Runtime::memory_allocated(int device) {
+  const CachingAllocator* a = stats_allocator(device);
+  return a ? a->memory_allocated() : 0;
+}
+size_t Runtime::memory_reserved(int device) {
+  const CachingAllocator* a = stats_allocator(device);
+  return a ? a->memory_reserved() : 0;
+}
+size_t Runtime::max_memory_allocated(int device) {
+  const CachingAllocator* a = stats_allocator(device);
+  return a ? a->max_memory_allocated() : 0;
+}
+size_t Runtime::max_memory_reserved(int device) {
+  const CachingAllocator* a = stats_allocator(device);
+  return a ? a->max_memory_reserved() : 0;
+}
+
+void Runtime::empty_cache(int device) {
+  if (!is_initialized()) return;  // torch.cuda.empty_cache: only "if is_initialized()"
+  allocator(device).empty_cache();
+}
+
+void Runtime::empty_cache() {
+  if (!is_initialized()) return;
+  for (auto& a : allocators_) a->empty_cache();
 }
 
 Tensor Tensor::empty(Runtime& rt, Device device, Shape shape, DType dtype) {

@@ -18,11 +18,15 @@ void require_cpu_ops(OpContext& ctx, const char* op) {
       << op << " is not implemented on the " << ctx.rt.backend().name() << " backend yet";
 }
 
+// ctx.device < 0 is the host: the ops then run on cpu tensors, with no modelled GPU time (what a
+// module does in PyTorch when no GPU is visible, e.g. DataParallel without devices).
+Device where(const OpContext& ctx) { return ctx.device < 0 ? Device::cpu() : Device::cuda(ctx.device); }
+
 void require(const Tensor& t, const char* what, const char* op, OpContext& ctx, DType dtype,
              int64_t rank) {
   FURNACE_CHECK(t.defined()) << op << ": " << what << " is undefined";
-  FURNACE_CHECK(t.device() == Device::cuda(ctx.device))
-      << op << ": expected " << what << " on " << Device::cuda(ctx.device).str() << " but found it on "
+  FURNACE_CHECK(t.device() == where(ctx))
+      << op << ": expected " << what << " on " << where(ctx).str() << " but found it on "
       << t.device().str();
   FURNACE_CHECK(t.dtype() == dtype) << op << ": " << what << " has dtype " << dtype_name(t.dtype())
                                     << ", expected " << dtype_name(dtype);
@@ -32,6 +36,7 @@ void require(const Tensor& t, const char* what, const char* op, OpContext& ctx, 
 }
 
 void account(OpContext& ctx, const char* name, double flops, double bytes, DType dtype = DType::f32) {
+  if (ctx.device < 0) return;  // host work: no GPU clock
   ctx.rt.backend().account_kernel(ctx.device, ctx.stream, name, KernelCost{flops, bytes, dtype});
 }
 
@@ -174,6 +179,7 @@ float softmax_cross_entropy_forward(OpContext& ctx, Tensor& probs, const Tensor&
   account(ctx, op, 5.0 * B * V, kF * (2.0 * B * V + B));
   // loss.item(): a 4-byte copy to the host that waits for the stream.
   float loss = 0;
+  if (ctx.device < 0) return device_loss;
   ctx.rt.backend().copy(CopyKind::d2h, &loss, -1, &device_loss, ctx.device, sizeof loss, ctx.stream,
                         false);
   return loss;
@@ -200,6 +206,7 @@ int64_t accuracy_count(OpContext& ctx, const Tensor& logits, const Tensor& targe
   const int64_t device_n = sim::accuracy_count(logits.data<float>(), targets.data<int32_t>(), B, V);
   account(ctx, op, 1.0 * B * V, kF * (B * V + B));
   int64_t n = 0;
+  if (ctx.device < 0) return device_n;
   ctx.rt.backend().copy(CopyKind::d2h, &n, -1, &device_n, ctx.device, sizeof n, ctx.stream, false);
   return n;
 }
@@ -233,8 +240,20 @@ void non_finite_check_and_unscale(OpContext& ctx, Tensor& grad, float inv_scale,
 }
 
 void zero(OpContext& ctx, Tensor& x) {
-  FURNACE_CHECK(x.device() == Device::cuda(ctx.device)) << "zero: tensor on " << x.device().str();
+  FURNACE_CHECK(x.device() == where(ctx)) << "zero: tensor on " << x.device().str();
+  if (ctx.device < 0) {
+    if (x.nbytes() > 0) std::memset(x.raw(), 0, x.nbytes());
+    return;
+  }
   ctx.rt.backend().memset(ctx.device, x.raw(), 0, x.nbytes(), ctx.stream);
+}
+
+BlasThreadsScope::BlasThreadsScope(int threads) : previous_(sim::blas_threads()) {
+  if (threads != previous_) sim::set_blas_threads(threads);
+}
+
+BlasThreadsScope::~BlasThreadsScope() {
+  if (sim::blas_threads() != previous_) sim::set_blas_threads(previous_);
 }
 
 void add(OpContext& ctx, Tensor& out, const Tensor& a, const Tensor& b) {
@@ -248,6 +267,47 @@ void add(OpContext& ctx, Tensor& out, const Tensor& a, const Tensor& b) {
   require_cpu_ops(ctx, op);
   sim::add(out.data<float>(), a.data<float>(), b.data<float>(), out.numel());
   account(ctx, op, static_cast<double>(out.numel()), kF * 3.0 * out.numel());
+}
+
+Tensor add_across_devices(OpContext& ctx, const std::vector<Tensor>& terms) {
+  const char* op = "add";
+  FURNACE_CHECK(terms.size() >= 2) << "add_across_devices: needs at least two terms";
+  require(terms[0], "input", op, ctx, DType::f32, -1);
+  for (const Tensor& t : terms) {
+    FURNACE_CHECK(t.defined() && t.device().is_cuda() && t.dtype() == DType::f32)
+        << op << ": every term must be an f32 tensor on a device";
+    FURNACE_CHECK(t.shape() == terms[0].shape())
+        << "The size of tensor a " << shape_str(terms[0].shape()) << " must match the size of tensor b "
+        << shape_str(t.shape());
+  }
+  const Device here = Device::cuda(ctx.device);
+  const size_t bytes = terms[0].nbytes();
+  Backend& backend = ctx.rt.backend();
+  Tensor result;
+  bool in_place = backend.host_accessible();
+  for (size_t i = 1; i < terms.size(); ++i) {
+    Tensor moved = Tensor::empty(ctx.rt, here, terms[i].shape());  // other.to(device), freed below
+    const int from = terms[i].device().index;
+    if (in_place) {
+      const bool modelled = backend.model_copy(from == ctx.device ? CopyKind::d2d : CopyKind::peer,
+                                               ctx.device, from, bytes, ctx.stream, false);
+      FURNACE_ASSERT(modelled || i == 1) << "add_across_devices: the backend stopped modelling copies";
+      in_place = modelled;
+    }
+    if (!result.defined()) result = Tensor::empty(ctx.rt, here, terms[0].shape());
+    if (in_place) {  // modelled: the add kernel PyTorch launches; the sum itself comes after the loop
+      account(ctx, op, static_cast<double>(result.numel()), kF * 3.0 * result.numel());
+    } else {
+      copy_(ctx, moved, terms[i]);
+      add(ctx, result, i == 1 ? terms[0] : result, moved);
+    }
+  }
+  if (in_place) {
+    std::vector<const float*> ptrs;
+    for (const Tensor& t : terms) ptrs.push_back(t.data<float>());
+    sim::add_n(result.data<float>(), ptrs.data(), static_cast<int>(ptrs.size()), result.numel());
+  }
+  return result;
 }
 
 void copy_(OpContext& ctx, Tensor& dst, const Tensor& src) {
@@ -286,13 +346,21 @@ void cat_flat(OpContext& ctx, Tensor& flat, const std::vector<Tensor>& parts) {
 }
 
 void copy_to_device(OpContext& ctx, Tensor& dst, const void* host_src, bool pinned) {
-  FURNACE_CHECK(dst.device() == Device::cuda(ctx.device)) << "copy_to_device: tensor on " << dst.device().str();
+  FURNACE_CHECK(dst.device() == where(ctx)) << "copy_to_device: tensor on " << dst.device().str();
+  if (ctx.device < 0) {
+    if (dst.nbytes() > 0) std::memcpy(dst.raw(), host_src, dst.nbytes());
+    return;
+  }
   ctx.rt.backend().copy(CopyKind::h2d, dst.raw(), ctx.device, host_src, -1, dst.nbytes(), ctx.stream,
                         pinned);
 }
 
 void copy_to_host(OpContext& ctx, void* host_dst, const Tensor& src) {
-  FURNACE_CHECK(src.device() == Device::cuda(ctx.device)) << "copy_to_host: tensor on " << src.device().str();
+  FURNACE_CHECK(src.device() == where(ctx)) << "copy_to_host: tensor on " << src.device().str();
+  if (ctx.device < 0) {
+    if (src.nbytes() > 0) std::memcpy(host_dst, src.raw(), src.nbytes());
+    return;
+  }
   ctx.rt.backend().copy(CopyKind::d2h, host_dst, -1, src.raw(), ctx.device, src.nbytes(), ctx.stream,
                         false);
 }

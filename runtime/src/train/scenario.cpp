@@ -16,6 +16,10 @@ void Scenario::validate() const {
     FURNACE_CHECK(h >= 1 && h <= (1 << 20)) << "--hidden: layer width " << h << " is out of range [1, 1048576]";
   FURNACE_CHECK(max_steps == -1 || max_steps >= 1) << "--steps must be at least 1 (got " << max_steps << ")";
   FURNACE_CHECK(device >= 0) << "--device must be a non-negative ordinal (got " << device << ")";
+  FURNACE_CHECK(parallel == "none" || parallel == "dp")
+      << "--parallel must be none or dp (got '" << parallel << "')";
+  FURNACE_CHECK(parallel == "dp" || (!device_ids && !output_device))
+      << (device_ids ? "--device-ids" : "--output-device") << " needs --parallel dp";
 }
 
 }  // namespace furnace

@@ -11,6 +11,7 @@
 #include "furnace/nn.h"
 #include "furnace/topology.h"
 #include "furnace/train.h"
+#include "train/dp_training.h"  // defines: DpTraining
 
 namespace furnace {
 namespace {
@@ -92,10 +93,12 @@ TrainResult train(const Scenario& sc, TraceBus& trace, const ProgressFn& on_prog
       << "--batch " << sc.batch << " is larger than the training set (" << train_set.n
       << " images in " << dir << ")";
 
-  Runtime rt(make_backend(sc.backend, topology, &trace), trace);
+  Runtime rt(make_backend(sc.backend, topology, &trace, sc.env), trace);
+  rt.init();  // the first device use: CUDA_VISIBLE_DEVICES is read now ("No CUDA GPUs are available")
   FURNACE_CHECK(sc.device < rt.device_count())
-      << "invalid device ordinal " << sc.device << ": topology '" << topology.name << "' has "
-      << rt.device_count() << " GPU(s)";
+      << "invalid device ordinal " << sc.device << ": " << rt.describe_devices()
+      << "; inside the process only cuda:0.." << rt.device_count() - 1 << " exist";
+  rt.set_device(sc.device);
   OpContext ctx{rt, sc.device, 0};
   const Device dev = Device::cuda(sc.device);
 
@@ -107,6 +110,8 @@ TrainResult train(const Scenario& sc, TraceBus& trace, const ProgressFn& on_prog
   SGD optimizer(model.parameters(), sc.lr, sc.momentum);
   CrossEntropyLoss criterion;
   DataLoader loader(train_set, sc.batch, /*shuffle=*/true, /*drop_last=*/false, sc.seed);
+  std::unique_ptr<DpTraining> dp;  // --parallel dp: model = nn.DataParallel(model, ...)
+  if (sc.parallel == "dp") dp = std::make_unique<DpTraining>(rt, model, sc);
 
   TrainResult r;
   r.backend = rt.backend().name();
@@ -125,30 +130,45 @@ TrainResult train(const Scenario& sc, TraceBus& trace, const ProgressFn& on_prog
     double loss_sum = 0;
     int64_t in_epoch = 0;
     while (r.steps < total && loader.next(batch)) {
-      phase.begin();
-      Tensor x = Tensor::empty(rt, dev, {batch.size, batch.features});
-      Tensor y = Tensor::empty(rt, dev, {batch.size}, DType::i32);
-      ops::copy_to_device(ctx, x, batch.images.data());
-      ops::copy_to_device(ctx, y, batch.labels.data());
-      phase.end("h2d", r.steps);
+      // CosineAnnealingLR with eta_min 0, T_max = total steps
+      const float lr = sc.lr_schedule == "cosine"
+          ? static_cast<float>(0.5 * sc.lr * (1.0 + std::cos(M_PI * static_cast<double>(r.steps) / static_cast<double>(total))))
+          : sc.lr;
+      float loss = 0;
+      double accuracy = -1;
+      if (dp) {
+        const DpTraining::StepResult out = dp->step(criterion, optimizer, batch, lr, sc.track_accuracy, r.steps);
+        loss = out.loss;
+        accuracy = out.accuracy;
+      } else {
+        phase.begin();
+        Tensor x = Tensor::empty(rt, dev, {batch.size, batch.features});
+        Tensor y = Tensor::empty(rt, dev, {batch.size}, DType::i32);
+        ops::copy_to_device(ctx, x, batch.images.data());
+        ops::copy_to_device(ctx, y, batch.labels.data());
+        phase.end("h2d", r.steps);
 
-      phase.begin();
-      Tensor logits = model.forward(ctx, x);
-      phase.end("forward", r.steps);
-      phase.begin();
-      const float loss = criterion.forward(ctx, logits, y);
-      phase.end("loss", r.steps);
+        phase.begin();
+        Tensor logits = model.forward(ctx, x);
+        phase.end("forward", r.steps);
+        phase.begin();
+        loss = criterion.forward(ctx, logits, y);
+        phase.end("loss", r.steps);
+        accuracy =
+            sc.track_accuracy ? static_cast<double>(ops::accuracy_count(ctx, logits, y)) /
+                                    static_cast<double>(batch.size)
+                              : -1.0;
 
-      phase.begin();
-      optimizer.zero_grad(ctx);
-      Tensor dlogits = criterion.backward(ctx);
-      model.backward(ctx, dlogits);
-      phase.end("backward", r.steps);
-      phase.begin();
-      if (sc.lr_schedule == "cosine")  // CosineAnnealingLR with eta_min 0, T_max = total steps
-        optimizer.lr = static_cast<float>(0.5 * sc.lr * (1.0 + std::cos(M_PI * static_cast<double>(r.steps) / static_cast<double>(total))));
-      optimizer.step(ctx);
-      phase.end("optimizer", r.steps);
+        phase.begin();
+        optimizer.zero_grad(ctx);
+        Tensor dlogits = criterion.backward(ctx);
+        model.backward(ctx, dlogits);
+        phase.end("backward", r.steps);
+        phase.begin();
+        optimizer.lr = lr;
+        optimizer.step(ctx);
+        phase.end("optimizer", r.steps);
+      }
 
       ++r.steps;
       ++in_epoch;
@@ -175,6 +195,7 @@ TrainResult train(const Scenario& sc, TraceBus& trace, const ProgressFn& on_prog
         p.global_step = r.steps;
         p.total_steps = total;
         p.loss = loss;
+        p.accuracy = accuracy;
         p.samples_per_s = t > 0 ? static_cast<double>(r.train_samples) / t : 0;
         p.eta_s = t / static_cast<double>(r.steps) * static_cast<double>(total - r.steps);
         p.epoch_done = in_epoch == per_epoch || r.steps == total;
@@ -186,8 +207,12 @@ TrainResult train(const Scenario& sc, TraceBus& trace, const ProgressFn& on_prog
   }
   r.wall_s = elapsed();
   r.samples_per_s = r.wall_s > 0 ? static_cast<double>(r.train_samples) / r.wall_s : 0;
-  r.modelled_s = rt.backend().device_time(sc.device);
-  if (sc.evaluate) r.test_accuracy = evaluate_accuracy(ctx, model, test_set, 1000);
+  r.modelled_s = dp ? dp->modelled_time() : rt.backend().device_time(sc.device);
+  if (dp) r.dp = dp->report(r.steps);
+  // Evaluation runs the bare model (dp.module) where it lives (DataParallel on one device may
+  // have moved it to device_ids[0]).
+  OpContext eval_ctx{rt, model.device(), 0};
+  if (sc.evaluate) r.test_accuracy = evaluate_accuracy(eval_ctx, model, test_set, 1000);
 
   for (int d = 0; d < rt.device_count(); ++d) {
     const GpuSpec& g = rt.backend().device_spec(d);

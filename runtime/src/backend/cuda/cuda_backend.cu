@@ -5,6 +5,7 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -93,12 +94,26 @@ GpuSpec spec_from_properties(int device) {
 
 class CudaBackend : public Backend {
  public:
-  explicit CudaBackend(TraceBus* trace) : trace_(trace) {
+  CudaBackend(TraceBus* trace, std::vector<int> physical) : trace_(trace), physical_(std::move(physical)) {
     int n = device_count();
     for (int d = 0; d < n; ++d) {
       specs_.push_back(spec_from_properties(d));
       memory_.push_back(std::make_unique<CudaDeviceMemory>(d, 0));
     }
+  }
+  // cudaSetDevice creates the device's primary context (CUDA 12 and later).
+  void use_device(int device) override { FURNACE_CUDA_CHECK(cudaSetDevice(device)); }
+  int physical_index(int device) const override {
+    return device >= 0 && static_cast<size_t>(device) < physical_.size() ? physical_[device] : -1;
+  }
+  std::string describe_devices() const override {
+    std::string s = "this process sees " + std::to_string(specs_.size()) + " CUDA device" +
+                    (specs_.size() == 1 ? "" : "s");
+    for (size_t d = 0; d < specs_.size() && d < physical_.size(); ++d)
+      s += (d ? ", " : ": ") + ("cuda:" + std::to_string(d) + " = GPU " + std::to_string(physical_[d]));
+    const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
+    s += v ? std::string(" (CUDA_VISIBLE_DEVICES=") + v + ")" : std::string(" (CUDA_VISIBLE_DEVICES not set)");
+    return s;
   }
   const char* name() const override { return "cuda"; }
   int device_count() const override { return static_cast<int>(specs_.size()); }
@@ -141,6 +156,7 @@ class CudaBackend : public Backend {
 
  private:
   TraceBus* trace_;
+  std::vector<int> physical_;
   std::vector<GpuSpec> specs_;
   std::vector<std::unique_ptr<CudaDeviceMemory>> memory_;
 };
@@ -157,8 +173,20 @@ int device_count() {
   return n;
 }
 
-std::unique_ptr<Backend> make_backend(TraceBus* trace) {
-  return std::make_unique<CudaBackend>(trace);
+std::unique_ptr<Backend> make_backend(TraceBus* trace, std::vector<int> physical) {
+  return std::make_unique<CudaBackend>(trace, std::move(physical));
+}
+
+std::vector<GpuSpec> logical_devices(std::string* error) {
+  std::vector<GpuSpec> out;
+  int n = 0;
+  if (cudaError_t err = cudaGetDeviceCount(&n); err != cudaSuccess) {
+    if (error) *error = std::string("CUDA error: ") + cudaGetErrorString(err);
+    cudaGetLastError();
+    return out;
+  }
+  for (int d = 0; d < n; ++d) out.push_back(spec_from_properties(d));
+  return out;
 }
 
 }  // namespace furnace::cuda

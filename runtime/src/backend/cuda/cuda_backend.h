@@ -4,6 +4,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "furnace/backend.h"
 
@@ -11,6 +13,10 @@ namespace furnace::cuda {
 
 // Number of CUDA devices; 0 when the driver is missing or too old (any error counts as none).
 int device_count();
-std::unique_ptr<Backend> make_backend(TraceBus* trace);
+// `physical[d]`: nvidia-smi's number of cuda:d (from NVML, matched by UUID); empty: unknown.
+std::unique_ptr<Backend> make_backend(TraceBus* trace, std::vector<int> physical = {});
+// The devices as the CUDA runtime enumerates them (after CUDA_VISIBLE_DEVICES): name, UUID, PCI
+// bus id, memory, SMs. Empty when there is none. `error` says why, when the runtime failed.
+std::vector<GpuSpec> logical_devices(std::string* error = nullptr);
 
 }  // namespace furnace::cuda

@@ -117,6 +117,11 @@ void SimBackend::emit(EventKind kind, const char* name, int device, int stream, 
 void SimBackend::copy(CopyKind kind, void* dst, int dst_device, const void* src, int src_device,
                       size_t bytes, int stream, bool pinned) {
   if (bytes > 0) std::memcpy(dst, src, bytes);
+  model_copy(kind, dst_device, src_device, bytes, stream, pinned);
+}
+
+bool SimBackend::model_copy(CopyKind kind, int dst_device, int src_device, size_t bytes,
+                            int stream, bool pinned) {
   // The copy runs on a stream of the device that issues it: the destination for h2d, the source
   // for d2h and peer (ATen's copy_ between two GPUs runs on the source's current stream).
   const int device = kind == CopyKind::h2d ? dst_device : src_device;
@@ -152,10 +157,11 @@ void SimBackend::copy(CopyKind kind, void* dst, int dst_device, const void* src,
     const double start = advance(src_device, stream, ready, seconds);
     advance(dst_device, stream, start, seconds);
     emit(EventKind::copy, copy_kind_name(kind), src_device, stream, start, seconds, bytes, 0);
-    return;
+    return true;
   }
   const double start = advance(device, stream, 0.0, seconds);
   emit(EventKind::copy, copy_kind_name(kind), device, stream, start, seconds, bytes, 0);
+  return true;
 }
 
 void SimBackend::memset(int device, void* ptr, int value, size_t bytes, int stream) {

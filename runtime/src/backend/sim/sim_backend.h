@@ -45,6 +45,8 @@ class SimBackend : public Backend {
   void account_kernel(int device, int stream, const char* name, const KernelCost& cost) override;
   double device_time(int device) const override;
   double device_busy_time(int device) const override;
+  bool model_copy(CopyKind kind, int dst_device, int src_device, size_t bytes, int stream,
+                  bool pinned) override;
 
   const Topology& topology() const { return topology_; }
 

@@ -108,4 +108,12 @@ void add(float* out, const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
+void add_n(float* out, const float* const* terms, int count, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    float acc = terms[0][i];
+    for (int j = 1; j < count; ++j) acc = acc + terms[j][i];
+    out[i] = acc;
+  }
+}
+
 }  // namespace furnace::ref

@@ -111,9 +111,28 @@ void non_finite_check_and_unscale(float* grad, int64_t n, float inv_scale, float
   if (probe != 0.0f) *found_inf = 1.0f;  // NaN compares unequal to 0
 }
 
+int blas_threads() { return openblas_get_num_threads(); }
+void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
+
 void add(float* out, const float* a, const float* b, int64_t n) {
   // Element i is read before it is written, so out may alias a or b.
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+void add_n(float* out, const float* const* terms, int count, int64_t n) {
+  // Block by block, so each block of `out` stays in L1 while the terms are added to it in order:
+  // one pass over memory, the same roundings as adding whole tensors one after another.
+  constexpr int64_t kBlock = 4096;
+  for (int64_t start = 0; start < n; start += kBlock) {
+    const int64_t len = std::min(kBlock, n - start);
+    float* o = out + start;
+    if (count == 1) {
+      if (o != terms[0] + start) std::memcpy(o, terms[0] + start, sizeof(float) * static_cast<size_t>(len));
+      continue;
+    }
+    add(o, terms[0] + start, terms[1] + start, len);
+    for (int j = 2; j < count; ++j) add(o, o, terms[j] + start, len);
+  }
 }
 
 }  // namespace furnace::sim

@@ -8,4 +8,8 @@
 
 namespace furnace::sim {
 #include "ops/op_declarations.inc"
+
+// OpenBLAS's thread count for the GEMMs above (process-wide).
+int blas_threads();
+void set_blas_threads(int threads);
 }  // namespace furnace::sim

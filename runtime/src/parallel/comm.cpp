@@ -1,0 +1,178 @@
+// parallel/comm: coalesced broadcast and reduce-add between devices, torch.cuda.comm's non-NCCL
+// path. Every copy between devices goes through ops::copy_ (a peer copy); every sum is ops::add on
+// the destination, so the sim backend models each of them on the devices' clocks.
+#include "parallel/comm.h"
+
+#include <string>
+
+#include "furnace/error.h"  // defines: FURNACE_CHECK
+
+namespace furnace::parallel {
+namespace {
+
+std::string sizes_text(const Shape& s) {  // 'x'.join(sizes), as comm.reduce_add writes them
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
+  return out;
+}
+
+OpContext on(OpContext& ctx, int device) { return OpContext{ctx.rt, device, ctx.stream}; }
+
+}  // namespace
+
+std::vector<std::vector<size_t>> buckets_closing_at_limit(const std::vector<Tensor>& tensors,
+                                                          size_t limit) {
+  std::vector<std::vector<size_t>> out;
+  std::vector<size_t> bucket;
+  size_t bytes = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    bucket.push_back(i);
+    bytes += tensors[i].nbytes();
+    if (bytes >= limit) {
+      out.push_back(std::move(bucket));
+      bucket.clear();
+      bytes = 0;
+    }
+  }
+  if (!bucket.empty()) out.push_back(std::move(bucket));
+  return out;
+}
+
+std::vector<std::vector<size_t>> buckets_within_limit(const std::vector<Tensor>& tensors,
+                                                      size_t limit) {
+  std::vector<std::vector<size_t>> out;
+  std::vector<size_t> bucket;
+  size_t bytes = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const size_t size = tensors[i].nbytes();
+    if (bytes + size > limit && bytes > 0) {
+      out.push_back(std::move(bucket));
+      bucket.clear();
+      bytes = 0;
+    }
+    bucket.push_back(i);
+    bytes += size;
+  }
+  if (!bucket.empty()) out.push_back(std::move(bucket));
+  return out;
+}
+
+Tensor flatten_dense_tensors(OpContext& ctx, const std::vector<Tensor>& tensors) {
+  FURNACE_ASSERT(!tensors.empty()) << "flatten_dense_tensors of nothing";
+  if (tensors.size() == 1) return tensors[0].reshape({tensors[0].numel()});  // a view
+  int64_t n = 0;
+  for (const Tensor& t : tensors) n += t.numel();
+  Tensor flat = Tensor::empty(ctx.rt, Device::cuda(ctx.device), {n}, tensors[0].dtype());
+  ops::cat_flat(ctx, flat, tensors);
+  return flat;
+}
+
+std::vector<Tensor> unflatten_dense_tensors(const Tensor& flat, const std::vector<Tensor>& like) {
+  std::vector<Tensor> out;
+  out.reserve(like.size());
+  int64_t offset = 0;
+  for (const Tensor& t : like) {
+    out.push_back(flat.narrow(0, offset, t.numel()).reshape(t.shape()));
+    offset += t.numel();
+  }
+  FURNACE_ASSERT(offset == flat.numel()) << "unflatten: " << offset << " of " << flat.numel() << " elements";
+  return out;
+}
+
+std::vector<std::vector<Tensor>> broadcast_coalesced(OpContext& ctx,
+                                                     const std::vector<Tensor>& tensors,
+                                                     const std::vector<int>& devices,
+                                                     size_t buffer_size) {
+  FURNACE_CHECK(!devices.empty()) << "Expected at least one device to broadcast to";
+  for (const Tensor& t : tensors)
+    FURNACE_CHECK(t.device() == Device::cuda(devices[0]))
+        << "All tensors must be on devices[0]: " << devices[0];
+  std::vector<std::vector<Tensor>> outputs(devices.size());
+  outputs[0] = tensors;  // the source device gets the originals, not copies
+  if (tensors.empty()) return outputs;
+  OpContext src = on(ctx, devices[0]);
+  for (const std::vector<size_t>& bucket : buckets_closing_at_limit(tensors, buffer_size)) {
+    std::vector<Tensor> parts;
+    for (size_t i : bucket) parts.push_back(tensors[i]);
+    const Tensor flat = flatten_dense_tensors(src, parts);
+    for (size_t d = 1; d < devices.size(); ++d) {
+      // comm.broadcast without NCCL: out.copy_(flat, non_blocking=True) for each device, in order.
+      Tensor copy = Tensor::empty(ctx.rt, Device::cuda(devices[d]), flat.shape(), flat.dtype());
+      ops::copy_(src, copy, flat);
+      for (Tensor& v : unflatten_dense_tensors(copy, parts)) outputs[d].push_back(std::move(v));
+    }
+  }
+  return outputs;
+}
+
+Tensor reduce_add(OpContext& ctx, const std::vector<Tensor>& inputs, int destination) {
+  FURNACE_CHECK(!inputs.empty()) << "reduce_add expects at least one input";
+  int root = -1;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    FURNACE_CHECK(inputs[i].device().is_cuda()) << "reduce_add expects all inputs to be on GPUs";
+    if (inputs[i].device().index == destination) root = static_cast<int>(i);
+    FURNACE_CHECK(inputs[i].shape() == inputs[0].shape())
+        << "input " << i << " has invalid size: got " << sizes_text(inputs[i].shape())
+        << ", but expected " << sizes_text(inputs[0].shape());
+  }
+  FURNACE_CHECK(root >= 0) << "reduce_add expects destination to be on the same GPU with one of the tensors";
+  if (inputs.size() == 1) return inputs[0];
+  // result = root + other[0].to(destination); result.add_(other[i].to(destination)) for the rest.
+  std::vector<Tensor> terms{inputs[static_cast<size_t>(root)]};
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (static_cast<int>(i) != root) terms.push_back(inputs[i]);
+  OpContext dst = on(ctx, destination);
+  return ops::add_across_devices(dst, terms);
+}
+
+std::vector<Tensor> coalesce_for_reduce(OpContext& ctx, const std::vector<Tensor>& tensors,
+                                        size_t buffer_size) {
+  std::vector<Tensor> flats;
+  for (const std::vector<size_t>& bucket : buckets_within_limit(tensors, buffer_size)) {
+    std::vector<Tensor> parts;
+    for (size_t i : bucket) {
+      FURNACE_CHECK(tensors[i].device() == Device::cuda(ctx.device))
+          << "reduce_add_coalesced: a tensor of cuda:" << ctx.device << "'s list is on " << tensors[i].device().str();
+      parts.push_back(tensors[i]);
+    }
+    flats.push_back(flatten_dense_tensors(ctx, parts));
+  }
+  return flats;
+}
+
+std::vector<Tensor> reduce_add_flattened(OpContext& ctx, const std::vector<std::vector<Tensor>>& flats,
+                                         const std::vector<Tensor>& like, int destination,
+                                         size_t buffer_size) {
+  FURNACE_CHECK(!flats.empty()) << "reduce_add_coalesced expects inputs from at least one device";
+  const std::vector<std::vector<size_t>> buckets = buckets_within_limit(like, buffer_size);
+  std::vector<Tensor> output(like.size());
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    std::vector<Tensor> per_device, parts;
+    for (const auto& f : flats) {
+      FURNACE_CHECK(f.size() == buckets.size()) << "reduce_add_coalesced: every device must give " << like.size() << " tensors";
+      per_device.push_back(f[b]);
+    }
+    for (size_t i : buckets[b]) parts.push_back(like[i]);
+    const Tensor sum = reduce_add(ctx, per_device, destination);
+    std::vector<Tensor> views = unflatten_dense_tensors(sum, parts);
+    for (size_t j = 0; j < buckets[b].size(); ++j) output[buckets[b][j]] = views[j];
+  }
+  return output;
+}
+
+std::vector<Tensor> reduce_add_coalesced(OpContext& ctx,
+                                         const std::vector<std::vector<Tensor>>& inputs,
+                                         int destination, size_t buffer_size) {
+  FURNACE_CHECK(!inputs.empty()) << "reduce_add_coalesced expects inputs from at least one device";
+  std::vector<std::vector<Tensor>> flats;
+  for (const auto& per_device : inputs) {
+    FURNACE_CHECK(per_device.size() == inputs[0].size())
+        << "reduce_add_coalesced: every device must give " << inputs[0].size() << " tensors";
+    FURNACE_CHECK(!per_device.empty() && per_device[0].device().is_cuda()) << "reduce_add expects all inputs to be on GPUs";
+    OpContext dev = on(ctx, per_device[0].device().index);
+    flats.push_back(coalesce_for_reduce(dev, per_device, buffer_size));
+  }
+  return reduce_add_flattened(ctx, flats, inputs[0], destination, buffer_size);
+}
+
+}  // namespace furnace::parallel

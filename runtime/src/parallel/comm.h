@@ -1,0 +1,64 @@
+// parallel/comm: the collectives under DataParallel, as torch.cuda.comm does them without NCCL
+// (torch/csrc/cuda/comm.cpp, torch/nn/parallel/comm.py): tensors are coalesced into flat buffers,
+// copied between devices with plain peer copies (Backend::copy, CopyKind::peer, which the sim
+// backend runs with ATen's two-way stream barrier) and added on the destination.
+// Forward and backward partners: broadcast_coalesced (Broadcast.forward) is undone by
+// reduce_add_coalesced (Broadcast.backward), and the other way round for double backward.
+// Not here: NCCL and multi-process collectives (DistributedDataParallel).
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "furnace/ops.h"       // defines: OpContext
+#include "furnace/parallel.h"  // defines: kBufferSize
+#include "furnace/tensor.h"    // defines: Tensor
+
+namespace furnace::parallel {
+
+// Bucketing, as a list of index lists into `tensors`. Two rules, because PyTorch has two:
+// take_tensors (torch/csrc/utils/tensor_flatten.cpp, used by broadcast_coalesced) closes a bucket
+// once it holds >= limit bytes, including the tensor that crossed the limit;
+std::vector<std::vector<size_t>> buckets_closing_at_limit(const std::vector<Tensor>& tensors,
+                                                          size_t limit);
+// _take_tensors (torch/_utils.py, used by reduce_add_coalesced) starts a new bucket before a
+// tensor that would take a non-empty one past limit bytes.
+std::vector<std::vector<size_t>> buckets_within_limit(const std::vector<Tensor>& tensors,
+                                                      size_t limit);
+
+// _flatten_dense_tensors: one 1-D buffer on ctx.device holding `tensors` back to back (a cat
+// kernel); a single tensor is flattened as a view, without a copy.
+Tensor flatten_dense_tensors(OpContext& ctx, const std::vector<Tensor>& tensors);
+// _unflatten_dense_tensors: views into `flat` shaped like each of `like`.
+std::vector<Tensor> unflatten_dense_tensors(const Tensor& flat, const std::vector<Tensor>& like);
+
+// comm.broadcast_coalesced(tensors, devices, buffer_size). Every tensor must be on devices[0].
+// Returns one list per device: [0] is `tensors` themselves; [i] are views into one flat buffer per
+// bucket, copied from devices[0] to devices[i].
+std::vector<std::vector<Tensor>> broadcast_coalesced(OpContext& ctx,
+                                                     const std::vector<Tensor>& tensors,
+                                                     const std::vector<int>& devices,
+                                                     size_t buffer_size = kBufferSize);
+
+// comm.reduce_add(inputs, destination): the elementwise SUM of same-shape tensors, one per
+// device, as a new tensor on `destination`, which must hold one of them (the root):
+// root + copy(first other), then += copy(each further other), in input order.
+Tensor reduce_add(OpContext& ctx, const std::vector<Tensor>& inputs, int destination);
+
+// comm.reduce_add_coalesced(inputs, destination, buffer_size): inputs[d] are the same list of
+// tensors on device d; each bucket is flattened on every device, reduce_add-ed onto
+// `destination` and unflattened (views into the reduced buffer). Returns the sums in input order.
+std::vector<Tensor> reduce_add_coalesced(OpContext& ctx,
+                                         const std::vector<std::vector<Tensor>>& inputs,
+                                         int destination, size_t buffer_size = kBufferSize);
+// The same in two halves. First, on each device (safe to run for different devices on different
+// threads: it touches only ctx.device): its tensors flattened bucket by bucket.
+std::vector<Tensor> coalesce_for_reduce(OpContext& ctx, const std::vector<Tensor>& tensors,
+                                        size_t buffer_size = kBufferSize);
+// Then: bucket b of every device (flats[d][b]) reduce_add-ed onto `destination` and unflattened
+// like `like` (the tensors of one device).
+std::vector<Tensor> reduce_add_flattened(OpContext& ctx, const std::vector<std::vector<Tensor>>& flats,
+                                         const std::vector<Tensor>& like, int destination,
+                                         size_t buffer_size = kBufferSize);
+
+}  // namespace furnace::parallel

@@ -1,0 +1,172 @@
+// parallel/data_parallel: torch.nn.DataParallel composed of the four verbs: the constructor's
+// checks and defaults, forward = scatter -> replicate -> parallel_apply -> gather, and the explicit
+// backward (gather's backward -> replicas' backward in parallel -> reduce-add onto device_ids[0]).
+// torch/nn/parallel/data_parallel.py. Not here: the verbs themselves (one file each), the loss
+// and the optimizer (the caller's, on output_device and device_ids[0]).
+#include <algorithm>
+#include <cstdio>
+
+#include "furnace/error.h"     // defines: FURNACE_CHECK
+#include "furnace/parallel.h"  // defines: DataParallel, the verbs
+
+namespace furnace {
+namespace {
+
+// _check_balance: a warning, not an error. get_device_properties raises "Invalid device id" for
+// an id outside the visible devices; then total_memory, and only if that is balanced
+// multi_processor_count, are compared: min / max < 0.75 warns (first minimum, first maximum).
+void check_balance(Runtime& rt, const std::vector<int>& ids, const std::function<void(const std::string&)>& warn) {
+  std::vector<const GpuSpec*> props;
+  for (int id : ids) {
+    FURNACE_CHECK(id >= 0 && id < rt.device_count()) << "Invalid device id";
+    props.push_back(&rt.backend().device_spec(id));
+  }
+  auto imbalanced = [&](auto value) {
+    size_t lo = 0, hi = 0;
+    for (size_t i = 1; i < props.size(); ++i) {
+      if (value(*props[i]) < value(*props[lo])) lo = i;
+      if (value(*props[i]) > value(*props[hi])) hi = i;
+    }
+    if (!(value(*props[lo]) / value(*props[hi]) < 0.75)) return false;
+    warn("\n    There is an imbalance between your GPUs. You may want to exclude GPU " +
+         std::to_string(ids[lo]) + " which\n    has less than 75% of the memory or cores of GPU " +
+         std::to_string(ids[hi]) + ". You can do so by setting\n    the device_ids argument to "
+         "DataParallel, or by setting the CUDA_VISIBLE_DEVICES\n    environment variable.");
+    return true;
+  };
+  if (imbalanced([](const GpuSpec& g) { return static_cast<double>(g.memory_bytes); })) return;
+  imbalanced([](const GpuSpec& g) { return static_cast<double>(g.sm_count); });
+}
+
+std::vector<int> timeline_devices(const std::vector<int>& ids, int output_device) {
+  std::vector<int> out = ids;
+  if (!ids.empty() && std::find(ids.begin(), ids.end(), output_device) == ids.end() &&
+      output_device >= 0)
+    out.push_back(output_device);
+  return out;
+}
+
+std::vector<int> resolve_ids(Runtime& rt, const std::optional<std::vector<int>>& device_ids) {
+  if (rt.device_count() == 0) return {};  // no accelerator: DataParallel keeps the module as is
+  if (device_ids) return *device_ids;
+  std::vector<int> all(static_cast<size_t>(rt.device_count()));
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
+  return all;
+}
+
+int resolve_output(Runtime& rt, const std::vector<int>& ids, const std::optional<int>& output_device) {
+  if (rt.device_count() == 0) return -1;
+  // output_device = device_ids[0] when not given; src_device_obj reads device_ids[0] either way.
+  FURNACE_CHECK(!ids.empty()) << "list index out of range";
+  return output_device ? *output_device : ids[0];
+}
+
+}  // namespace
+
+void print_user_warning(const std::string& message) {
+  std::fprintf(stderr, "UserWarning: %s\n", message.c_str());
+}
+
+DataParallel::DataParallel(Runtime& rt, MLP& module, std::optional<std::vector<int>> device_ids,
+                           std::optional<int> output_device, WarningHandler warn)
+    : rt_(rt),
+      module_(module),
+      device_ids_(resolve_ids(rt, device_ids)),
+      output_device_(resolve_output(rt, device_ids_, output_device)),
+      warn_(std::move(warn)),
+      timeline_(rt, timeline_devices(device_ids_, output_device_)) {
+  if (device_ids_.empty()) return;
+  check_balance(rt_, device_ids_, [this](const std::string& m) { warn_once(m); });
+  if (device_ids_.size() == 1) {  // with one device DataParallel moves the module there itself
+    OpContext ctx{rt_, device_ids_[0], 0};
+    module_.to(ctx, device_ids_[0]);
+  }
+}
+
+void DataParallel::warn_once(const std::string& message) {
+  if (warn_ && warned_.insert(message).second) warn_(message);
+}
+
+void DataParallel::check_placement() const {
+  const Device src = Device::cuda(device_ids_[0]);
+  for (const Parameter& p : module_.parameters())
+    FURNACE_CHECK(p.value->device() == src)
+        << "module must have its parameters and buffers on device " << src.str()
+        << " (device_ids[0]) but found one of them on device: " << p.value->device().str();
+}
+
+Tensor DataParallel::forward(OpContext& ctx, const Tensor& input) {
+  replicas_.clear();
+  if (device_ids_.empty()) {  // no device: the module runs as it is
+    shortcut_ = true;
+    last_chunks_ = {input.dim() > 0 ? input.size(0) : 1};
+    return module_.forward(ctx, input);
+  }
+  check_placement();
+  OpContext src{rt_, device_ids_[0], ctx.stream};
+  timeline_.begin();
+  std::vector<Tensor> inputs = parallel::scatter(src, input, device_ids_);
+  timeline_.end(DpPhase::scatter, "scatter");
+  last_chunks_.clear();
+  for (const Tensor& t : inputs) last_chunks_.push_back(t.size(0));
+
+  if (device_ids_.size() == 1) {  // the single-device shortcut: no replicate, no gather
+    shortcut_ = true;
+    timeline_.begin();
+    Tensor out = module_.forward(src, inputs[0]);
+    timeline_.end(DpPhase::compute, "forward");
+    return out;
+  }
+  shortcut_ = false;
+  used_devices_.assign(device_ids_.begin(), device_ids_.begin() + static_cast<std::ptrdiff_t>(inputs.size()));
+  timeline_.begin();
+  replicas_ = parallel::replicate(src, module_, used_devices_);
+  timeline_.end(DpPhase::replicate, "replicate");
+  timeline_.begin();
+  std::vector<Tensor> outputs = parallel::parallel_apply(rt_, replicas_, inputs, used_devices_);
+  timeline_.end(DpPhase::compute, "forward");
+  timeline_.begin();
+  OpContext out_ctx{rt_, output_device_, ctx.stream};
+  Tensor out = parallel::gather(out_ctx, outputs, Device::cuda(output_device_), &gathered_,
+                                [this](const std::string& m) { warn_once(m); });
+  timeline_.end(DpPhase::gather, "gather");
+  return out;
+}
+
+void DataParallel::backward(OpContext& ctx, const Tensor& grad_output) {
+  if (shortcut_) {
+    if (device_ids_.empty()) {
+      module_.backward(ctx, grad_output);
+      return;
+    }
+    OpContext dev{rt_, device_ids_[0], ctx.stream};
+    timeline_.begin();
+    module_.backward(dev, grad_output);
+    timeline_.end(DpPhase::compute, "backward");
+    return;
+  }
+  FURNACE_CHECK(!replicas_.empty()) << "DataParallel.backward without a forward";
+  timeline_.begin();
+  OpContext out_ctx{rt_, output_device_, ctx.stream};
+  std::vector<Tensor> grads = parallel::gather_backward(out_ctx, grad_output, gathered_);
+  timeline_.end(DpPhase::gather, "gather_backward");
+  // The autograd engine runs each device's part of the backward on a thread of its own. Each
+  // worker also flattens its replica's gradients into the reduce's buckets (a cat kernel on its
+  // own device, which the GPU runs right after that device's backward), so the CPU does those
+  // copies in parallel; in the breakdown they count as compute.
+  timeline_.begin();
+  std::vector<std::vector<Tensor>> coalesced(used_devices_.size());
+  parallel::parallel_apply(used_devices_, [&](size_t i) {
+    OpContext dev{rt_, used_devices_[i], ctx.stream};
+    replicas_[i]->backward(dev, grads[i]);
+    coalesced[i] = parallel::coalesce_replica_grads(dev, *replicas_[i]);
+  });
+  timeline_.end(DpPhase::compute, "backward");
+  timeline_.begin();
+  OpContext src{rt_, device_ids_[0], ctx.stream};
+  parallel::replicate_backward(src, module_, replicas_, &coalesced);
+  timeline_.end(DpPhase::reduce, "reduce");
+  replicas_.clear();  // the replicas, their broadcast buffers and their gradients are freed here
+}
+
+}  // namespace furnace

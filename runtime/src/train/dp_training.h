@@ -1,0 +1,42 @@
+// train/dp_training: the DataParallel side of the training loop (`--parallel dp`): wraps the model,
+// runs one step (labels to the loss device, DataParallel forward, loss on the gathered output,
+// backward, optimizer on device_ids[0]) and reports the per-device breakdown of modelled time.
+// Not here: the loop, data and evaluation (trainer.cpp); DataParallel itself (furnace/parallel.h).
+#pragma once
+
+#include <memory>
+
+#include "furnace/loader.h"    // defines: Batch
+#include "furnace/nn.h"        // defines: MLP, SGD, CrossEntropyLoss
+#include "furnace/parallel.h"  // defines: DataParallel
+#include "furnace/train.h"     // defines: Scenario, DpReport
+
+namespace furnace {
+
+class DpTraining {
+ public:
+  // Wraps `model` (already on sc.device) as DataParallel(model, sc.device_ids, sc.output_device).
+  // PyTorch's errors keep their words; the device list is added in parentheses.
+  DpTraining(Runtime& rt, MLP& model, const Scenario& sc);
+
+  struct StepResult {
+    float loss = 0;
+    double accuracy = -1;
+  };
+  StepResult step(CrossEntropyLoss& criterion, SGD& optimizer, const Batch& batch, float lr,
+                  bool track_accuracy, int64_t step);
+
+  // Every device DataParallel uses (device_ids, and output_device if not among them).
+  const std::vector<int>& devices() const { return dp_->timeline().devices(); }
+  double modelled_time() const;  // the latest clock of those devices
+  DpReport report(int64_t steps) const;
+
+ private:
+  Runtime& rt_;
+  int64_t batch_;
+  double start_s_ = 0;
+  std::vector<std::string> warnings_;
+  std::unique_ptr<DataParallel> dp_;
+};
+
+}  // namespace furnace

@@ -1,0 +1,395 @@
+// machine_scenarios.cpp: the article's multi-job stories (section 3), run on a simulated machine.
+//
+// [SECTION] jobs: a simulated process with its Runtime, training model replicas
+// [SECTION] two-jobs: job A on GPUs 0,1 and job B on 2,3 (article 3.2)
+// [SECTION] select-gpu: select_least_used_gpu (article 3.3), its two traps, and a fix
+//
+// A job's work is real: one MLP replica per device it uses (DataParallel's footprint: a copy of
+// the model on every device), a few SGD steps on a synthetic batch, so every byte smi shows comes
+// from the caching allocator and every busy percent from modelled kernels.
+#include "furnace/machine_scenarios.h"  // defines: run_machine_scenario
+
+#include <algorithm>
+#include <memory>
+
+#include "furnace/allocator.h"  // defines: format_size
+#include "furnace/error.h"
+#include "furnace/nn.h"         // defines: MLP, SGD, CrossEntropyLoss
+#include "furnace/process.h"
+#include "furnace/runtime.h"
+#include "furnace/topology.h"
+
+namespace furnace {
+namespace {
+
+constexpr const char* kDefaultTopology = "workstation-4x3090";
+constexpr int kSteps = 2;        // training steps per replica
+constexpr int64_t kBatch = 128;  // synthetic batch per replica
+
+std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + "MiB"; }
+
+// ---- [SECTION] jobs -------------------------------------------------------------------------
+
+class Job {
+ public:
+  Job(SimMachine& machine, const std::string& name, Environment env)
+      : process_(machine.spawn(name, std::move(env))),
+        rt_(std::make_unique<Runtime>(machine.attach(process_, &bus_), bus_)) {}
+  ~Job() {
+    replicas_.clear();  // tensors go back before the runtime
+    rt_.reset();
+  }
+
+  Process& process() { return process_; }
+  Runtime& rt() { return *rt_; }
+  std::string who() const { return process_.name() + " (pid " + std::to_string(process_.pid()) + ")"; }
+
+  // Trains one replica of a 784-`hidden`-`hidden`-10 MLP on each of `devices` for kSteps steps.
+  void train_on(const std::vector<int>& devices, int hidden, uint64_t seed) {
+    for (int d : devices) {
+      rt_->set_device(d);
+      auto r = std::make_unique<Replica>();
+      OpContext ctx{*rt_, d, 0};
+      r->model = std::make_unique<MLP>(*rt_, d, std::vector<int>{784, hidden, hidden, 10});
+      r->model->init_parameters(ctx, seed + static_cast<uint64_t>(d));
+      r->optimizer = std::make_unique<SGD>(r->model->parameters(), 0.05f, 0.9f);
+      std::vector<float> x(static_cast<size_t>(kBatch) * 784);
+      std::vector<int32_t> y(static_cast<size_t>(kBatch));
+      uint64_t s = seed * 2654435761u + 1;
+      for (float& v : x) v = static_cast<float>((s = s * 6364136223846793005ull + 1) >> 40) / 16777216.0f;
+      for (int32_t& v : y) v = static_cast<int32_t>(((s = s * 6364136223846793005ull + 1) >> 33) % 10);
+      for (int step = 0; step < kSteps; ++step) {
+        Tensor xt = Tensor::empty(*rt_, Device::cuda(d), {kBatch, 784});
+        Tensor yt = Tensor::empty(*rt_, Device::cuda(d), {kBatch}, DType::i32);
+        ops::copy_to_device(ctx, xt, x.data());
+        ops::copy_to_device(ctx, yt, y.data());
+        Tensor logits = r->model->forward(ctx, xt);
+        CrossEntropyLoss loss;
+        loss.forward(ctx, logits, yt);
+        r->optimizer->zero_grad(ctx);
+        r->model->backward(ctx, loss.backward(ctx));
+        r->optimizer->step(ctx);
+        r->model->release_activations();
+      }
+      replicas_.push_back(std::move(r));
+    }
+  }
+
+  ScenarioProcess report() {
+    ScenarioProcess p;
+    p.pid = process_.pid();
+    p.name = process_.name();
+    p.env = process_.environment();
+    p.visibility = process_.visibility();
+    if (!rt_->is_initialized()) return p;
+    for (int d = 0; d < rt_->device_count(); ++d) {
+      ScenarioProcess::Device dev;
+      dev.ordinal = d;
+      dev.physical_index = rt_->backend().physical_index(d);
+      dev.context_bytes = rt_->backend().raw_allocator(d).process_overhead_bytes();
+      dev.reserved_bytes = rt_->memory_reserved(d);
+      dev.allocated_bytes = rt_->memory_allocated(d);
+      p.devices.push_back(dev);
+    }
+    return p;
+  }
+
+ private:
+  struct Replica {
+    std::unique_ptr<MLP> model;
+    std::unique_ptr<SGD> optimizer;
+  };
+  TraceBus bus_;
+  Process& process_;
+  std::unique_ptr<Runtime> rt_;
+  std::vector<std::unique_ptr<Replica>> replicas_;
+};
+
+// Collects the steps of one part.
+class Story {
+ public:
+  explicit Story(ScenarioPart& part) : part_(part) {}
+  void shell(const std::string& text, const std::string& who = "") { add(ScenarioStep::Kind::shell, who, text); }
+  void code(const std::string& who, const std::string& text) { add(ScenarioStep::Kind::code, who, text); }
+  void out(const std::string& who, const std::string& text) { add(ScenarioStep::Kind::output, who, text); }
+  void note(const std::string& text, const std::string& who = "") { add(ScenarioStep::Kind::note, who, text); }
+  void smi(const SimMachine& m, const std::string& text) {
+    add(ScenarioStep::Kind::smi, "", text);
+    part_.steps.back().smi = m.smi();
+  }
+
+ private:
+  void add(ScenarioStep::Kind k, const std::string& who, const std::string& text) {
+    part_.steps.push_back({k, who, text, std::nullopt});
+  }
+  ScenarioPart& part_;
+};
+
+std::string gpu_text(const Topology& t, int physical) {
+  const GpuSpec& g = t.gpus[static_cast<size_t>(physical)];
+  return "GPU " + std::to_string(physical) + " (" + g.name + ", " + g.pci_bus_id + ")";
+}
+
+// "Furnace puts a replica ... : cuda:0 is GPU 2 (...), cuda:1 is GPU 3 (...)."
+std::string replicas_note(const Topology& t, Runtime& rt, int hidden) {
+  std::string s = "Furnace puts a replica of the model (MLP 784-" + std::to_string(hidden) + "-" +
+                  std::to_string(hidden) + "-10) on each device the job uses and trains it for " +
+                  std::to_string(kSteps) + " steps: ";
+  for (int d = 0; d < rt.device_count(); ++d)
+    s += (d ? ", " : "") + ("cuda:" + std::to_string(d) + " is " + gpu_text(t, rt.backend().physical_index(d)));
+  return s + ".";
+}
+
+void finish_part(ScenarioPart& part, SimMachine& m, std::vector<Job*> jobs) {
+  for (Job* j : jobs) part.processes.push_back(j->report());
+  part.smi = m.smi();
+}
+
+// ---- [SECTION] two-jobs ---------------------------------------------------------------------
+
+void two_jobs(MachineScenarioResult& r, const Topology& topo) {
+  SimMachine m(topo);
+  ScenarioPart& part = r.parts.emplace_back();
+  part.title = "two jobs share one machine (article 3.2)";
+  Story s(part);
+  s.note("A " + std::to_string(topo.gpus.size()) + "-GPU machine (" + topo.name +
+         "); two users each start a training job in their own terminal.");
+
+  s.shell("# terminal 1: job A uses GPUs 0 and 1");
+  s.shell("export CUDA_VISIBLE_DEVICES=0,1");
+  s.shell("python train_a.py");
+  Job a(m, "train_a.py", {{kCudaVisibleDevices, "0,1"}});
+  s.code(a.who(), "print(torch.cuda.device_count())");
+  s.out(a.who(), std::to_string(a.rt().device_count()));
+  a.train_on({0, 1}, 1024, 1);
+  s.code(a.who(), "model = nn.DataParallel(model).cuda()  # device_ids: both visible GPUs");
+  s.note(replicas_note(topo, a.rt(), 1024), a.who());
+
+  s.shell("# terminal 2: job B uses GPUs 2 and 3");
+  s.shell("export CUDA_VISIBLE_DEVICES=2,3");
+  s.shell("python train_b.py");
+  Job b(m, "train_b.py", {{kCudaVisibleDevices, "2,3"}});
+  s.code(b.who(), "print(torch.cuda.device_count())");
+  s.out(b.who(), std::to_string(b.rt().device_count()));
+  b.train_on({0, 1}, 2048, 2);
+  s.code(b.who(), "model = nn.DataParallel(model).cuda()");
+  s.note(replicas_note(topo, b.rt(), 2048), b.who());
+  s.note("Both jobs train on \"cuda:0\" and \"cuda:1\": inside each process CUDA_VISIBLE_DEVICES "
+         "renumbers the visible GPUs from 0, so the same names are different cards (job A's cuda:0 "
+         "is GPU 0, job B's is GPU 2). Physical numbers mean nothing inside a masked process: "
+         "device_ids=[2,3] in job B would be 'invalid device ordinal'.");
+  s.code(b.who(), "torch.cuda.memory_allocated(0), torch.cuda.memory_reserved(0)");
+  s.out(b.who(), "(" + std::to_string(b.rt().memory_allocated(0)) + ", " +
+                     std::to_string(b.rt().memory_reserved(0)) + ")  # " +
+                     format_size(b.rt().memory_allocated(0)) + " in tensors, " +
+                     format_size(b.rt().memory_reserved(0)) + " reserved, on its cuda:0 = GPU 2");
+  s.shell("nvidia-smi");
+  s.smi(m, "every GPU's memory is the sum over the processes on it: each process's CUDA context "
+           "(created by its first use of the GPU) plus the segments its caching allocator "
+           "reserved; nvidia-smi numbers GPUs in PCI bus order and ignores CUDA_VISIBLE_DEVICES");
+  finish_part(part, m, {&a, &b});
+}
+
+// ---- [SECTION] select-gpu -------------------------------------------------------------------
+
+const char* kArticleFunction =
+    "import os\n"
+    "import torch\n"
+    "def select_least_used_gpu(num_gpus=1):\n"
+    "    \"\"\"选择使用率最低的GPU\"\"\"\n"
+    "    device_usage = []\n"
+    "    for i in range(torch.cuda.device_count()):\n"
+    "        mem = torch.cuda.memory_allocated(i)\n"
+    "        device_usage.append((i, mem))\n"
+    "    # 按内存使用量排序\n"
+    "    device_usage.sort(key=lambda x: x[1])\n"
+    "    selected = [str(x[0]) for x in device_usage[:num_gpus]]\n"
+    "    return \",\".join(selected)";
+
+const char* kFixedFunction =
+    "import os\n"
+    "import pynvml  # NVML: the machine-wide view nvidia-smi shows; it does not initialise CUDA\n"
+    "pynvml.nvmlInit()\n"
+    "def select_least_used_gpu(num_gpus=1):\n"
+    "    used = []\n"
+    "    for i in range(pynvml.nvmlDeviceGetCount()):  # every GPU, nvidia-smi's numbers\n"
+    "        h = pynvml.nvmlDeviceGetHandleByIndex(i)\n"
+    "        used.append((pynvml.nvmlDeviceGetMemoryInfo(h).used, i))  # all processes\n"
+    "    return \",\".join(str(i) for _, i in sorted(used)[:num_gpus])";
+
+// Job A on GPUs 0,1 (trained), as the machine the new job finds.
+std::unique_ptr<Job> start_job_a(SimMachine& m, Story& s) {
+  s.shell("CUDA_VISIBLE_DEVICES=0,1 python train_a.py &   # job A is already training on GPUs 0 and 1");
+  auto a = std::make_unique<Job>(m, "train_a.py", Environment{{kCudaVisibleDevices, "0,1"}});
+  a->train_on({0, 1}, 1024, 1);
+  s.smi(m, "the machine the new job finds: job A holds GPUs 0 and 1, GPUs 2 and 3 are idle");
+  return a;
+}
+
+void select_gpu_naive(MachineScenarioResult& r, const Topology& topo) {
+  SimMachine m(topo);
+  ScenarioPart& part = r.parts.emplace_back();
+  part.title = "the article's select_least_used_gpu (article 3.3)";
+  Story s(part);
+  std::unique_ptr<Job> a = start_job_a(m, s);
+
+  s.shell("python train_b.py   # no CUDA_VISIBLE_DEVICES: the script picks its GPUs itself");
+  Job b(m, "train_b.py", {});
+  Runtime& rt = b.rt();
+  s.code(b.who(), "print(f\"可用GPU数量: {torch.cuda.device_count()}\")");
+  s.out(b.who(), "可用GPU数量: " + std::to_string(rt.device_count()));
+  s.code(b.who(), "print(f\"当前设备: {torch.cuda.current_device()}\")");
+  s.out(b.who(), "当前设备: " + std::to_string(rt.current_device()));
+  s.note("current_device() is this process's first device use: CUDA initialises now and reads "
+         "CUDA_VISIBLE_DEVICES (not set: all " + std::to_string(rt.device_count()) +
+         " GPUs). From here on the mapping is fixed.", b.who());
+
+  s.code(b.who(), kArticleFunction);
+  std::vector<std::pair<int, uint64_t>> usage;
+  std::string seen;
+  for (int i = 0; i < rt.device_count(); ++i) {
+    usage.emplace_back(i, rt.memory_allocated(i));
+    seen += (seen.empty() ? "" : ", ") + std::to_string(usage.back().second);
+  }
+  std::stable_sort(usage.begin(), usage.end(), [](auto& x, auto& y) { return x.second < y.second; });
+  std::string choice;
+  for (size_t k = 0; k < 2 && k < usage.size(); ++k)
+    choice += (choice.empty() ? "" : ",") + std::to_string(usage[k].first);
+  s.code(b.who(), "[torch.cuda.memory_allocated(i) for i in range(torch.cuda.device_count())]");
+  s.out(b.who(), "[" + seen + "]");
+  s.code(b.who(), "select_least_used_gpu(2)");
+  s.out(b.who(), "'" + choice + "'");
+  const SmiSnapshot now = m.smi();
+  s.note("Trap 1: memory_allocated(i) counts only the tensors of the calling process (its own "
+         "caching allocator). Job A's " + mib(now.gpus[0].used_bytes) + " on GPU 0 and " +
+         mib(now.gpus[1].used_bytes) + " on GPU 1 are invisible to it, so every GPU looks empty "
+         "and the sort keeps the order 0, 1, 2, 3: it picks '" + choice +
+         "', job A's GPUs.", b.who());
+
+  s.code(b.who(), "os.environ['CUDA_VISIBLE_DEVICES'] = select_least_used_gpu(2)\n"
+                  "print(torch.cuda.device_count())");
+  b.process().setenv(kCudaVisibleDevices, choice);
+  s.out(b.who(), std::to_string(rt.device_count()));
+  const Visibility would = resolve_visibility(topo.gpus, b.process().environment());
+  s.note("Trap 2: CUDA read CUDA_VISIBLE_DEVICES at the first device use (current_device() above); "
+         "setting it afterwards changes os.environ but not CUDA: the process still sees " +
+         std::to_string(rt.device_count()) + " GPUs. (Set before the first device call, '" + choice +
+         "' would have given " + would.mapping_text() + ".)", b.who());
+
+  std::vector<int> all;
+  for (int d = 0; d < rt.device_count(); ++d) all.push_back(d);
+  b.train_on(all, 2048, 2);
+  s.code(b.who(), "model = nn.DataParallel(model).cuda()  # device_ids: every visible GPU");
+  s.note(replicas_note(topo, rt, 2048), b.who());
+  s.shell("nvidia-smi");
+  s.smi(m, "job B now holds memory on every GPU, job A's 0 and 1 included: the function was meant "
+           "to avoid exactly that. Even without trap 2, its choice '" + choice +
+           "' would have landed on job A's GPUs.");
+  finish_part(part, m, {a.get(), &b});
+}
+
+void select_gpu_fixed(MachineScenarioResult& r, const Topology& topo) {
+  SimMachine m(topo);
+  ScenarioPart& part = r.parts.emplace_back();
+  part.title = "a version that works: the machine-wide view, before the first device call";
+  Story s(part);
+  std::unique_ptr<Job> a = start_job_a(m, s);
+
+  s.shell("python train_b.py");
+  Job b(m, "train_b.py", {});
+  s.code(b.who(), kFixedFunction);
+  std::vector<std::pair<uint64_t, int>> used;
+  std::string seen;
+  for (const SmiGpu& g : m.smi().gpus) {  // NVML: every process's memory, no CUDA initialisation
+    used.emplace_back(g.used_bytes, g.index);
+    seen += (seen.empty() ? "" : ", ") + std::to_string(g.used_bytes >> 20);
+  }
+  std::sort(used.begin(), used.end());
+  std::string choice;
+  for (size_t k = 0; k < 2 && k < used.size(); ++k)
+    choice += (choice.empty() ? "" : ",") + std::to_string(used[k].second);
+  s.code(b.who(), "[pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).used >> 20\n"
+                  " for i in range(pynvml.nvmlDeviceGetCount())]  # MiB");
+  s.out(b.who(), "[" + seen + "]");
+  s.code(b.who(), "select_least_used_gpu(2)");
+  s.out(b.who(), "'" + choice + "'");
+  s.note("NVML reports the memory every process uses (what nvidia-smi shows), and asking it does "
+         "not initialise CUDA in this process.", b.who());
+
+  s.code(b.who(), "os.environ['CUDA_DEVICE_ORDER'] = 'PCI_BUS_ID'  # NVML counts in PCI bus order\n"
+                  "os.environ['CUDA_VISIBLE_DEVICES'] = select_least_used_gpu(2)  # before any torch.cuda call\n"
+                  "import torch\n"
+                  "print(torch.cuda.device_count(), torch.cuda.current_device())");
+  b.process().setenv(kCudaDeviceOrder, "PCI_BUS_ID");
+  b.process().setenv(kCudaVisibleDevices, choice);
+  Runtime& rt = b.rt();
+  const int count = rt.device_count();
+  s.out(b.who(), std::to_string(count) + " " + std::to_string(rt.current_device()));
+  s.note("The variable was set before the first device use, so CUDA reads it: " +
+         b.process().visibility().mapping_text() + ". CUDA_DEVICE_ORDER=PCI_BUS_ID makes CUDA's "
+         "integers mean NVML's GPUs (the default FASTEST_FIRST need not agree on mixed machines); "
+         "GPU UUIDs (CUDA_VISIBLE_DEVICES=GPU-...) avoid the question altogether.", b.who());
+  std::vector<int> all;
+  for (int d = 0; d < count; ++d) all.push_back(d);
+  b.train_on(all, 2048, 2);
+  s.code(b.who(), "model = nn.DataParallel(model).cuda()");
+  s.note(replicas_note(topo, rt, 2048), b.who());
+  s.shell("nvidia-smi");
+  std::string b_gpus;
+  for (const SmiGpu& g : m.smi().gpus)
+    for (const SmiProcess& p : g.processes)
+      if (p.pid == b.process().pid()) b_gpus += (b_gpus.empty() ? "" : " and ") + std::to_string(g.index);
+  s.smi(m, "job A on GPUs 0 and 1, job B on GPUs " + b_gpus + " (its cuda:0 and cuda:1): no GPU is shared");
+  s.note("The other way that works: choose in the launching process (a shell script, a scheduler) "
+         "and start the job with CUDA_VISIBLE_DEVICES=" + choice + " in its environment, as in "
+         "the two-jobs scenario.");
+  finish_part(part, m, {a.get(), &b});
+}
+
+}  // namespace
+
+const char* scenario_step_kind_name(ScenarioStep::Kind k) {
+  switch (k) {
+    case ScenarioStep::Kind::shell: return "shell";
+    case ScenarioStep::Kind::code: return "code";
+    case ScenarioStep::Kind::output: return "output";
+    case ScenarioStep::Kind::note: return "note";
+    case ScenarioStep::Kind::smi: return "smi";
+  }
+  return "?";
+}
+
+std::vector<std::pair<std::string, std::string>> machine_scenarios() {
+  return {{"two-jobs", "job A on GPUs 0,1 and job B on GPUs 2,3 of one machine, each with its own "
+                       "CUDA_VISIBLE_DEVICES (article 3.2)"},
+          {"select-gpu", "the article's select_least_used_gpu and its two traps, next to a "
+                         "version that works (article 3.3)"}};
+}
+
+MachineScenarioResult run_machine_scenario(const std::string& name, const std::string& topology) {
+  std::string known;
+  bool found = false;
+  for (const auto& [n, d] : machine_scenarios()) {
+    known += (known.empty() ? "" : ", ") + n;
+    found = found || n == name;
+  }
+  FURNACE_CHECK(found) << "unknown scenario '" << name << "' (scenarios: " << known << ")";
+  const Topology topo = load_topology(topology.empty() ? kDefaultTopology : topology);
+  FURNACE_CHECK(topo.gpus.size() >= 4)
+      << "scenario '" << name << "' needs a machine with at least 4 GPUs; topology '" << topo.name
+      << "' has " << topo.gpus.size();
+  MachineScenarioResult r;
+  r.name = name;
+  r.topology = topo.name;
+  if (name == "two-jobs") {
+    r.title = "Two jobs, one machine: CUDA_VISIBLE_DEVICES per process";
+    two_jobs(r, topo);
+  } else {
+    r.title = "select_least_used_gpu: two traps and a fix";
+    select_gpu_naive(r, topo);
+    select_gpu_fixed(r, topo);
+  }
+  return r;
+}
+
+}  // namespace furnace

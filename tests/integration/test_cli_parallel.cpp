@@ -1,0 +1,228 @@
+// DataParallel from the command line, as a user runs it: `furnace scatter` and its JSON contract,
+// `furnace train --parallel dp` (the per-device breakdown, memory on every device, a trace whose
+// tracks nest), PyTorch's errors and warnings on stderr, and `furnace dp-loss-trap`.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct CliRun {
+  int status = -1;
+  std::string out, err;
+  json last_json() const {  // the last line of stdout
+    const size_t end = out.find_last_not_of('\n');
+    const size_t start = out.rfind('\n', end);
+    return json::parse(out.substr(start == std::string::npos ? 0 : start + 1));
+  }
+};
+
+class CliParallel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("furnace_cli_dp_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  CliRun furnace(const std::string& args) {
+    const fs::path err = dir_ / "stderr.txt";
+    // A clean CUDA environment: the simulated process sees every GPU of its topology.
+    const std::string cmd = "env -u CUDA_VISIBLE_DEVICES -u CUDA_DEVICE_ORDER " + std::string(FURNACE_CLI) +
+                            " " + args + " 2>" + err.string() + " </dev/null";
+    CliRun r;
+    FILE* p = ::popen(cmd.c_str(), "r");
+    std::array<char, 4096> buf{};
+    size_t n;
+    while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+    const int st = ::pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    std::ifstream f(err, std::ios::binary);
+    r.err.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    return r;
+  }
+
+  void expect_one_line_error(const std::string& args, const std::string& needle) {
+    CliRun r = furnace(args);
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_LT(r.status, 128) << args << ": killed by a signal";
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << "\nstderr: " << r.err;
+  }
+
+  std::string train(const std::string& extra) {
+    return "train --data " + std::string(FURNACE_TEST_DATA_DIR) + "/fashion-mnist --epochs 1 --steps 3 --no-eval --quiet " + extra;
+  }
+
+  fs::path dir_;
+};
+
+const char* kImbalance =
+    "UserWarning: \n"
+    "    There is an imbalance between your GPUs. You may want to exclude GPU 1 which\n"
+    "    has less than 75% of the memory or cores of GPU 0. You can do so by setting\n"
+    "    the device_ids argument to DataParallel, or by setting the CUDA_VISIBLE_DEVICES\n"
+    "    environment variable.\n";
+
+TEST_F(CliParallel, ScatterJsonContract) {
+  struct Row {
+    int batch;
+    std::vector<int> rows;
+  };
+  for (const Row& row : {Row{10, {3, 3, 3, 1}}, Row{6, {2, 2, 2}}, Row{3, {1, 1, 1}}, Row{0, {0, 0, 0, 0}}}) {
+    CliRun r = furnace("scatter --batch " + std::to_string(row.batch) + " --topology workstation-4x3090 --json");
+    ASSERT_EQ(r.status, 0) << r.err;
+    const json j = r.last_json();
+    ASSERT_EQ(j["chunks"].size(), row.rows.size()) << row.batch;
+    for (size_t i = 0; i < row.rows.size(); ++i) {
+      EXPECT_EQ(j["chunks"][i]["device"], static_cast<int>(i));
+      EXPECT_EQ(j["chunks"][i]["rows"], row.rows[i]);
+    }
+    EXPECT_EQ(j["replicas"], row.rows.size());
+  }
+  // device_ids are relative to the visible devices, and their order is the chunks' order.
+  CliRun r = furnace("scatter --batch 5 --device-ids 2,0 --topology workstation-4x3090 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.last_json()["chunks"], json::parse(R"([{"device":2,"rows":3},{"device":0,"rows":2}])"));
+}
+
+TEST_F(CliParallel, ScatterExplainsSmallBatchesAndTheGlobalBatch) {
+  CliRun r = furnace("scatter --batch 3 --topology workstation-4x3090");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("the batch of 3 rows is smaller than the 4 devices: only 3 replicas run; cuda:3 gets nothing and idles"));
+  r = furnace("scatter --batch 256 --topology workstation-4x3090");
+  EXPECT_THAT(r.out, ::testing::HasSubstr("global batch 256 = 64 per GPU x 4 GPUs"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("global batch = per-GPU batch x GPUs"));
+}
+
+TEST_F(CliParallel, PyTorchsErrorsOnOneLine) {
+  expect_one_line_error("scatter --batch 8 --device-ids 0,7 --topology workstation-4x3090", "Invalid device id (");
+  expect_one_line_error("scatter --batch 8 --device-ids '' --topology workstation-4x3090", "list index out of range");
+  expect_one_line_error("scatter --batch 8 --device-ids 0,x", "--device-ids: '0,x' is not a comma-separated list");
+  expect_one_line_error(train("--topology workstation-4x3090 --parallel dp --device 1 --device-ids 0,1"),
+                        "module must have its parameters and buffers on device cuda:0 (device_ids[0]) but "
+                        "found one of them on device: cuda:1");
+  expect_one_line_error(train("--topology workstation-4x3090 --parallel dp --device-ids 0,9"), "Invalid device id");
+  expect_one_line_error(train("--device-ids 0,1"), "--device-ids needs --parallel dp");
+  expect_one_line_error(train("--parallel ddp"), "--parallel must be none or dp");
+}
+
+TEST_F(CliParallel, TrainDpJsonSplitsEachDevicesTimeAndShowsEveryDevicesMemory) {
+  const fs::path trace = dir_ / "dp.json";
+  CliRun r = furnace(train("--topology workstation-4x3090 --parallel dp --json --trace " + trace.string()));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("UserWarning"), std::string::npos) << r.err;  // four identical GPUs
+  const json j = r.last_json();
+  const json& dp = j["dp"];
+  EXPECT_EQ(dp["device_ids"], json::parse("[0,1,2,3]"));
+  EXPECT_EQ(dp["output_device"], 0);
+  EXPECT_EQ(dp["chunks"], json::parse("[64,64,64,64]"));
+  ASSERT_EQ(dp["per_device"].size(), 4u);
+  for (const char* key : {"scatter_s", "replicate_s", "compute_s", "gather_s", "reduce_s", "optimizer_s", "busy_s", "idle_s"})
+    EXPECT_TRUE(dp["per_device"][0].contains(key)) << key;
+  // PCIe, no peer-to-peer: every copy to or from GPU 0 holds its stream. GPU 0 is the bottleneck.
+  const double gpu0 = dp["per_device"][0]["busy_s"], gpu1 = dp["per_device"][1]["busy_s"];
+  EXPECT_GT(gpu0, 2.0 * gpu1);
+  EXPECT_GT(dp["per_device"][0]["replicate_s"].get<double>(), 2.5 * dp["per_device"][1]["replicate_s"].get<double>());
+  EXPECT_EQ(dp["per_device"][1]["optimizer_s"], 0.0);  // the optimizer runs on device_ids[0] only
+  EXPECT_NEAR(dp["per_device"][0]["idle_s"].get<double>(), 0.0, 1e-9);
+  // Memory on every device; GPU 0 holds the master parameters, the summed gradients, momentum,
+  // the gathered output and the loss.
+  ASSERT_EQ(j["memory"].size(), 4u);
+  for (int d = 1; d < 4; ++d)
+    EXPECT_GT(j["memory"][0]["peak_allocated_bytes"].get<uint64_t>(), j["memory"][d]["peak_allocated_bytes"].get<uint64_t>());
+  EXPECT_GT(j["memory"][3]["peak_allocated_bytes"].get<uint64_t>(), 2681896u);  // its replica
+
+  // The trace: a process per device, every DataParallel phase on each, and tracks that nest.
+  std::ifstream f(trace);
+  const json doc = json::parse(f);
+  std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> tracks;
+  std::map<int, std::set<std::string>> phases;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    tracks[{e["pid"], e["tid"]}].emplace_back(e["ts"], e["ts"].get<double>() + e["dur"].get<double>());
+    if (e["cat"] == "phase") phases[e["pid"]].insert(e["name"]);
+  }
+  for (int d = 0; d < 4; ++d)
+    for (const char* p : {"scatter", "replicate", "forward", "gather", "gather_backward", "backward", "reduce"})
+      EXPECT_TRUE(phases[d].count(p)) << "cuda:" << d << " has no " << p << " phase";
+  EXPECT_TRUE(phases[0].count("loss") && phases[0].count("optimizer"));
+  EXPECT_FALSE(phases[1].count("optimizer"));
+  for (auto& [track, spans] : tracks) {
+    std::sort(spans.begin(), spans.end());
+    std::vector<double> open_ends;
+    for (const auto& [b, e] : spans) {
+      while (!open_ends.empty() && open_ends.back() <= b + 1e-9) open_ends.pop_back();
+      if (!open_ends.empty()) EXPECT_LE(e, open_ends.back() + 1e-9) << "track " << track.first << "/" << track.second << " overlaps at ts " << b;
+      open_ends.push_back(e);
+    }
+  }
+}
+
+TEST_F(CliParallel, NvlinkMakesGpu0LessOfABottleneckThanPcie) {
+  auto ratio = [&](const std::string& topology) {
+    CliRun r = furnace(train("--topology " + topology + " --parallel dp --json"));
+    EXPECT_EQ(r.status, 0) << r.err;
+    const json j = r.last_json();
+    const json& per = j["dp"]["per_device"];
+    double others = 0;
+    for (size_t d = 1; d < per.size(); ++d) others += per[d]["busy_s"].get<double>();
+    return per[0]["busy_s"].get<double>() / (others / static_cast<double>(per.size() - 1));
+  };
+  const double pcie = ratio("workstation-4x3090");
+  const double nvlink = ratio("dgx-h100 --device-ids 0,1,2,3");
+  EXPECT_GT(pcie, 2.0);
+  EXPECT_LT(nvlink, pcie);
+}
+
+TEST_F(CliParallel, TheMixedPairWarnsAsPyTorchDoes) {
+  CliRun r = furnace(train("--topology mixed-3090-3060 --parallel dp --json"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.err, ::testing::HasSubstr(kImbalance));
+  EXPECT_EQ(r.last_json()["dp"]["warnings"].size(), 1u);
+}
+
+TEST_F(CliParallel, OneDeviceIsTheShortcutAndSaysSo) {
+  CliRun r = furnace(train("--topology workstation-4x3090 --parallel dp --device-ids 2 --json"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = r.last_json();
+  EXPECT_THAT(j["dp"]["notes"][0].get<std::string>(), ::testing::StartsWith("one device: DataParallel's single-device shortcut"));
+  EXPECT_EQ(j["dp"]["per_device"][0]["replicate_s"], 0.0);
+  EXPECT_GT(j["memory"][2]["peak_allocated_bytes"].get<uint64_t>(), 0u);  // model.cuda(2)
+  EXPECT_EQ(j["memory"][0]["peak_allocated_bytes"], 0u);
+}
+
+TEST_F(CliParallel, LossTrapIsReproducible) {
+  CliRun r = furnace("dp-loss-trap --batch 10 --topology workstation-4x3090 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "UserWarning: Was asked to gather along dimension 0, but all input tensors were scalars; "
+                   "will instead unsqueeze and return a vector.\n");
+  const json j = r.last_json();
+  const json& u = j["unequal"];
+  EXPECT_EQ(u["replicas"].size(), 4u);
+  EXPECT_EQ(u["replicas"][3]["rows"], 1);
+  EXPECT_GT(std::fabs(u["mean_of_means"].get<double>() - u["batch_mean"].get<double>()), 1e-4);
+  EXPECT_NEAR(u["weighted_mean"].get<double>(), u["batch_mean"].get<double>(), 1e-5);
+  EXPECT_NEAR(u["replicas"][3]["row_weight_trap"].get<double>(), 0.25, 1e-12);
+  const json& e = j["equal"];
+  EXPECT_NEAR(e["mean_of_means"].get<double>(), e["batch_mean"].get<double>(), 1e-6);
+  CliRun text = furnace("dp-loss-trap");
+  EXPECT_THAT(text.out, ::testing::HasSubstr("loss.mean() of the gathered vector"));
+}
+
+}  // namespace

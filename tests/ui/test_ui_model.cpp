@@ -1,0 +1,394 @@
+// The visualizer's logic without drawing: the feed between threads, the snapshot builder, the
+// pipeline's stages and playback, trace files, frame statistics, and the controller with a real
+// training run on the committed Fashion-MNIST slice (start, stop, restart, CUDA_VISIBLE_DEVICES
+// frozen at the first device use).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "controller.h"
+#include "fake_run.h"
+#include "frame_stats.h"
+#include "furnace/error.h"
+#include "pipeline.h"
+#include "trace_file.h"
+
+namespace furnace::viz {
+namespace {
+
+TraceEvent event(EventKind kind, const char* name, int device, double start = 0, double dur = 0) {
+  TraceEvent e;
+  e.kind = kind;
+  e.name = name;
+  e.device = device;
+  e.start_s = start;
+  e.dur_s = dur;
+  return e;
+}
+
+// ---- LiveFeed -----------------------------------------------------------------------------
+
+TEST(LiveFeed, HandsOverEventsInOrderOnce) {
+  LiveFeed feed(64);
+  feed.begin_run(load_topology("laptop-4060"), "sim", RunStatus{});
+  for (int i = 0; i < 10; ++i) feed.on_event(event(EventKind::kernel, "k", 0, i));
+  FeedDelta d;
+  feed.pull(d);
+  ASSERT_EQ(d.events.size(), 10u);
+  EXPECT_TRUE(d.new_run);
+  EXPECT_EQ(d.topology.name, "laptop-4060");
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(d.events[static_cast<size_t>(i)].start_s, i);
+  feed.pull(d);
+  EXPECT_TRUE(d.events.empty());
+  EXPECT_FALSE(d.new_run);
+}
+
+TEST(LiveFeed, CountsWhatItDropsWhenTheUiFallsBehind) {
+  LiveFeed feed(16);
+  for (int i = 0; i < 40; ++i) feed.on_event(event(EventKind::kernel, "k", 0, i));
+  FeedDelta d;
+  feed.pull(d);
+  EXPECT_EQ(d.events.size(), 16u);
+  EXPECT_EQ(d.dropped, 24u);
+  EXPECT_EQ(d.events.front().start_s, 24);  // the newest are kept
+}
+
+TEST(LiveFeed, KeepsEachIntervalsMemoryPeak) {
+  LiveFeed feed;
+  auto mem = [&](int64_t a) {
+    TraceEvent e = event(EventKind::alloc, "alloc", 1);
+    e.allocated = a;
+    e.reserved = 100;
+    feed.on_event(e);
+  };
+  mem(10), mem(90), mem(20);
+  FeedDelta d;
+  feed.pull(d);
+  ASSERT_GE(d.memory.size(), 2u);
+  EXPECT_EQ(d.memory[1].allocated, 20);
+  EXPECT_EQ(d.memory[1].max_allocated, 90);
+  feed.pull(d);
+  EXPECT_EQ(d.memory[1].max_allocated, 20);  // the next interval starts from the current value
+  EXPECT_TRUE(d.status.cuda_initialised);
+}
+
+// ---- SnapshotBuilder ------------------------------------------------------------------------
+
+TEST(SnapshotBuilder, GroupsPhasesIntoStepsWithTheCopiesInsideThem) {
+  SnapshotBuilder b = testing::fake_dp_run(3);
+  const Snapshot& s = b.snapshot();
+  ASSERT_EQ(s.steps.size(), 3u);
+  const StepPhases& step = s.steps.back();
+  EXPECT_EQ(step.step, 2);
+  EXPECT_NEAR(step.loss, 2.3 * std::exp(-0.02), 1e-5);
+  const PhaseSpan& scatter = step.spans.front();
+  EXPECT_STREQ(scatter.name, "scatter");
+  EXPECT_EQ(scatter.copy_bytes, 200704u);
+  EXPECT_EQ(step_devices(step), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(hub_device(step), 0);
+}
+
+TEST(SnapshotBuilder, ReadsMemoryPerPhysicalGpuAndMarksUsedOnes) {
+  SnapshotBuilder b = testing::fake_dp_run(2);
+  const Snapshot& s = b.snapshot();
+  ASSERT_EQ(s.devices.size(), 8u);
+  EXPECT_GT(s.devices[0].allocated, s.devices[1].allocated);  // DataParallel's heavier GPU 0
+  EXPECT_TRUE(s.devices[3].used);
+  EXPECT_FALSE(s.devices[4].used);
+  EXPECT_EQ(s.devices[0].context, 500ull << 20);
+}
+
+TEST(SnapshotBuilder, MapsLogicalDevicesToPhysicalGpus) {
+  SnapshotBuilder b;
+  b.set_device_map({2, 3});  // CUDA_VISIBLE_DEVICES=2,3
+  b.reset(load_topology("workstation-4x3090"), "sim");
+  TraceEvent e = event(EventKind::alloc, "alloc", 1);
+  e.allocated = 1234;
+  b.add_event(e);
+  EXPECT_EQ(b.snapshot().devices[3].allocated, 1234);
+  EXPECT_FALSE(b.snapshot().devices[1].used);
+}
+
+TEST(SnapshotBuilder, DecimatesLongCurvesByPairwiseMeans) {
+  SnapshotBuilder b;
+  b.reset(load_topology("laptop-4060"), "sim");
+  for (int i = 0; i < TrainingSeries::kMaxPoints; ++i) {
+    Progress p;
+    p.loss = static_cast<float>(i % 2);  // 0, 1, 0, 1 ... -> 0.5 after halving
+    b.add_progress(p);
+  }
+  const TrainingSeries& t = b.snapshot().training;
+  EXPECT_EQ(t.stride, 2);
+  ASSERT_EQ(static_cast<int>(t.loss.size()), TrainingSeries::kMaxPoints / 2);
+  EXPECT_FLOAT_EQ(t.loss.front(), 0.5f);
+}
+
+TEST(History, KeepsTheNewestSamplesOldestFirst) {
+  History h(3);
+  for (int i = 1; i <= 5; ++i) h.push(static_cast<float>(i));
+  ASSERT_EQ(h.size(), 3);
+  EXPECT_EQ(h.at(0), 3);
+  EXPECT_EQ(h.back(), 5);
+  EXPECT_EQ(h.max(), 5);
+}
+
+TEST(TimelineData, KeepsTracksOrderedAndBounded) {
+  TimelineData t;
+  t.max_events_per_track = 100;
+  for (int i = 0; i < 250; ++i) t.append(1, 0, TimelineEvent{static_cast<double>(i), 0.5});
+  t.append(0, TimelineTrack::kPhases, TimelineEvent{});
+  t.append(-1, 0, TimelineEvent{});
+  ASSERT_EQ(t.tracks.size(), 3u);
+  EXPECT_EQ(t.tracks[0].label, "host stream 0");
+  EXPECT_EQ(t.tracks[1].label, "cuda:0 phases");
+  EXPECT_EQ(t.tracks[2].label, "cuda:1 stream 0");
+  EXPECT_LE(t.tracks[2].events.size(), 100u);
+  EXPECT_EQ(t.tracks[2].events.back().start, 249);
+  EXPECT_EQ(t.t_max, 249.5);
+}
+
+// ---- the pipeline ---------------------------------------------------------------------------
+
+TEST(Pipeline, NamesMapToStageKinds) {
+  EXPECT_EQ(stage_kind("h2d"), StageKind::host_to_device);
+  EXPECT_EQ(stage_kind("scatter"), StageKind::scatter);
+  EXPECT_EQ(stage_kind("replicate"), StageKind::replicate);
+  EXPECT_EQ(stage_kind("gather"), StageKind::gather);
+  EXPECT_EQ(stage_kind("reduce"), StageKind::reduce);
+  EXPECT_EQ(stage_kind("optimizer"), StageKind::optimizer);
+  EXPECT_EQ(stage_kind("unscale"), StageKind::scaler);
+  EXPECT_EQ(stage_kind("loss_scale_update"), StageKind::scaler);
+  EXPECT_EQ(stage_kind("something new"), StageKind::other);
+}
+
+TEST(Pipeline, AccumulationMicroStepsBecomeStagesOfTheirOwn) {
+  StepPhases step;
+  for (int micro = 0; micro < 2; ++micro)
+    for (const char* n : {"forward", "loss", "backward"}) step.spans.push_back(PhaseSpan{n, 0, 0, 1e-6});
+  step.spans.push_back(PhaseSpan{"optimizer", 0, 0, 1e-6});
+  const std::vector<Stage> stages = build_stages(step);
+  ASSERT_EQ(stages.size(), 7u);
+  EXPECT_EQ(stages[3].repeat, 2);
+  EXPECT_STREQ(stages[3].name, "forward");
+}
+
+TEST(Pipeline, ParallelPhasesOnSeveralDevicesAreOneStage) {
+  StepPhases step;
+  for (int d = 0; d < 4; ++d) step.spans.push_back(PhaseSpan{"forward", d, 0, 1e-6 * (d + 1)});
+  const std::vector<Stage> stages = build_stages(step);
+  ASSERT_EQ(stages.size(), 1u);
+  EXPECT_EQ(stages[0].spans.size(), 4u);
+  EXPECT_DOUBLE_EQ(stages[0].dur, 4e-6);
+}
+
+TEST(PipelinePlayer, PlaysTransitionsWithPausesAndWrapsAtTheEnd) {
+  PipelinePlayer p;
+  const float per_stage = PipelinePlayer::kTransition + PipelinePlayer::kHold;
+  EXPECT_FALSE(p.advance(per_stage * 0.5f, 3));
+  EXPECT_EQ(p.stage, 0);
+  EXPECT_FALSE(p.advance(per_stage * 0.6f, 3));
+  EXPECT_EQ(p.stage, 1);
+  p.speed = 2;
+  EXPECT_FALSE(p.advance(per_stage * 0.55f, 3));
+  EXPECT_EQ(p.stage, 2);
+  EXPECT_TRUE(p.advance(per_stage * 0.55f, 3));  // the step ended
+  EXPECT_EQ(p.stage, 0);
+}
+
+TEST(PipelinePlayer, StepPlaysOnePhaseThenPauses) {
+  PipelinePlayer p;
+  p.playing = false;
+  p.step_phase(5);  // stage 0 has not begun: it plays first
+  EXPECT_EQ(p.stage, 0);
+  p.advance(1.0f, 5);
+  EXPECT_FALSE(p.playing);
+  EXPECT_FLOAT_EQ(p.transition(), 1.0f);
+  p.step_phase(5);
+  EXPECT_EQ(p.stage, 1);
+  p.jump(4);
+  EXPECT_EQ(p.stage, 4);
+  EXPECT_EQ(p.t, 0);
+}
+
+// ---- trace files ----------------------------------------------------------------------------
+
+TEST(TraceFile, ReadsWhatTheChromeTraceWriterWrites) {
+  TraceBus bus;
+  ChromeTraceWriter writer(bus);
+  writer.set_device_names({"NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"});
+  TraceEvent k = event(EventKind::kernel, "linear_forward", 1, 2e-6, 3e-6);
+  k.flops = 1e6;
+  bus.emit(k);
+  TraceEvent c = event(EventKind::copy, "h2d", 0, 1e-6, 1e-6);
+  c.bytes = 4096;
+  bus.emit(c);
+  TraceEvent ph = event(EventKind::phase, "forward", 1, 2e-6, 3e-6);
+  ph.step = 0;
+  bus.emit(ph);
+  bus.emit(event(EventKind::step, "step", 1, 5e-6));
+  const TimelineData t = parse_chrome_trace(writer.to_json(), "run.json");
+  ASSERT_EQ(t.tracks.size(), 3u);  // cuda:0 stream 0, cuda:1 phases, cuda:1 stream 0
+  EXPECT_EQ(t.tracks[0].label, "cuda:0 NVIDIA H100 80GB HBM3 / stream 0");
+  EXPECT_EQ(t.tracks[0].events[0].kind, EventKind::copy);
+  EXPECT_EQ(t.tracks[0].events[0].bytes, 4096u);
+  EXPECT_EQ(t.tracks[1].stream, TimelineTrack::kPhases);
+  EXPECT_STREQ(t.tracks[2].events[0].name, "linear_forward");
+  EXPECT_NEAR(t.tracks[2].events[0].dur, 3e-6, 1e-12);
+  EXPECT_NEAR(t.t_min, 1e-6, 1e-12);
+  EXPECT_NEAR(t.t_max, 5e-6, 1e-12);
+  const TimelineData copy = t;  // names stay valid in copies
+  EXPECT_STREQ(copy.tracks[2].events[0].name, "linear_forward");
+}
+
+TEST(TraceFile, ReadsBeginEndPairsAndBareArrays) {
+  const TimelineData t = parse_chrome_trace(
+      R"([{"ph":"B","name":"step","pid":3,"tid":1,"ts":100},{"ph":"E","pid":3,"tid":1,"ts":150}])", "a.json");
+  ASSERT_EQ(t.tracks.size(), 1u);
+  EXPECT_NEAR(t.tracks[0].events[0].dur, 50e-6, 1e-12);
+}
+
+TEST(TraceFile, SaysWhatIsWrongInOneLine) {
+  EXPECT_THROW(parse_chrome_trace("{", "x.json"), Error);
+  EXPECT_THROW(parse_chrome_trace(R"({"a":1})", "x.json"), Error);
+  EXPECT_THROW(parse_chrome_trace(R"({"traceEvents":[]})", "x.json"), Error);
+  try {
+    load_chrome_trace("/nonexistent/trace.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/trace.json: cannot open"), std::string::npos);
+  }
+}
+
+// ---- small pieces ---------------------------------------------------------------------------
+
+TEST(FrameStats, NearestRankPercentiles) {
+  FrameStats s;
+  for (int i = 1; i <= 100; ++i) s.add(i);
+  EXPECT_EQ(s.percentile(50), 50);
+  EXPECT_EQ(s.percentile(99), 99);
+  EXPECT_EQ(s.percentile(100), 100);
+  EXPECT_EQ(FrameStats().percentile(50), 0);
+}
+
+TEST(Controls, HiddenLayersAreCheckedAsTyped) {
+  EXPECT_EQ(parse_hidden("512,256"), (std::vector<int>{512, 256}));
+  EXPECT_THROW(parse_hidden("512,,3"), Error);
+  EXPECT_THROW(parse_hidden("wide"), Error);
+  ControlsState c;
+  c.scenario.batch = 0;
+  EXPECT_THROW(scenario_from_controls(c), Error);
+}
+
+// ---- the controller with a real run -----------------------------------------------------------
+
+AppState slice_app() {
+  AppState app;
+  app.controls.scenario.topology = "workstation-4x3090";
+  app.controls.scenario.data_dir = std::string(FURNACE_TEST_DATA_DIR) + "/fashion-mnist";
+  app.controls.scenario.hidden = {32};
+  app.controls.hidden = "32";
+  app.controls.scenario.batch = 100;
+  app.controls.scenario.epochs = 50;
+  app.controls.scenario.evaluate = false;
+  app.controls.step_delay_ms = 1;
+  return app;
+}
+
+// Runs the controller's frame loop until `done` or `seconds` pass.
+template <class Pred>
+bool frames_until(Controller& c, AppState& app, Pred done, double seconds = 60) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    c.update(app, t);
+    if (done(c.snapshot())) return true;
+    if (t > seconds) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+TEST(Controller, TrainsLiveAndStopsWhenAsked) {
+  AppState app = slice_app();
+  Controller c(app);
+  ASSERT_TRUE(frames_until(c, app, [](const Snapshot& s) { return s.training.global_step >= 5; }))
+      << c.snapshot().run.message;
+  const Snapshot& s = c.snapshot();
+  EXPECT_EQ(s.run.state, RunStatus::State::running);
+  EXPECT_TRUE(s.devices[0].used);
+  EXPECT_GT(s.devices[0].allocated, 0);
+  EXPECT_GE(s.devices[0].reserved, s.devices[0].allocated);
+  EXPECT_FALSE(s.devices[1].used);
+  EXPECT_FALSE(s.steps.empty());
+  EXPECT_FALSE(s.training.accuracy.empty());
+  EXPECT_GT(s.timeline.event_count(), 0u);
+
+  app.stop_requested = true;
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(frames_until(c, app, [](const Snapshot& s) { return s.run.state == RunStatus::State::stopped; }, 10));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
+}
+
+TEST(Controller, DataParallelShowsEveryReplicaAndAHeavierGpu0) {
+  AppState app = slice_app();
+  app.controls.parallel = "dp";
+  app.controls.device_ids = "0,1,2";
+  Controller c(app);
+  ASSERT_TRUE(frames_until(c, app, [](const Snapshot& s) { return s.training.global_step >= 3 && !s.steps.empty(); }))
+      << c.snapshot().run.message;
+  const Snapshot& s = c.snapshot();
+  const StepPhases& step = s.steps.back();
+  EXPECT_EQ(step_devices(step), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(hub_device(step), 0);
+  std::vector<std::string> names;
+  for (const Stage& st : build_stages(step)) names.push_back(st.name);
+  for (const char* phase : {"scatter", "replicate", "forward", "gather", "loss", "backward", "reduce", "optimizer"})
+    EXPECT_NE(std::find(names.begin(), names.end(), phase), names.end()) << phase;
+  EXPECT_TRUE(s.devices[2].used);
+  EXPECT_FALSE(s.devices[3].used);
+  EXPECT_GT(s.devices[0].peak_allocated, s.devices[1].peak_allocated);  // master params, grads, momentum
+}
+
+TEST(Controller, ARestartIsANewProcessAndANewRun) {
+  AppState app = slice_app();
+  Controller c(app);
+  ASSERT_TRUE(frames_until(c, app, [](const Snapshot& s) { return s.training.global_step >= 2; }));
+  const int generation = c.snapshot().run.generation;
+  app.controls.scenario.batch = 50;
+  app.restart_requested = true;
+  ASSERT_TRUE(frames_until(c, app, [&](const Snapshot& s) {
+    return s.run.generation > generation && s.training.global_step >= 2;
+  })) << c.snapshot().run.message;
+  EXPECT_NE(c.snapshot().run.scenario.find("batch 50"), std::string::npos);
+}
+
+TEST(Controller, CudaVisibleDevicesIsFrozenAtTheFirstDeviceUse) {
+  AppState app = slice_app();
+  Controller c(app, /*autostart=*/false);  // a process that has not used CUDA yet
+  c.update(app, 0);
+  EXPECT_FALSE(c.snapshot().visibility_frozen);
+  EXPECT_EQ(c.snapshot().visibility.count(), 4);
+  app.env.visible_set = true;
+  app.env.visible = "2,1";  // before the first use: the mapping follows the edit
+  c.update(app, 0);
+  ASSERT_EQ(c.snapshot().visibility.count(), 2);
+  EXPECT_EQ(c.snapshot().visibility.devices[0].physical_index, 2);
+
+  app.restart_requested = true;  // training starts: the first device use
+  ASSERT_TRUE(frames_until(c, app, [](const Snapshot& s) { return s.training.global_step >= 1; }))
+      << c.snapshot().run.message;
+  EXPECT_TRUE(c.snapshot().visibility_frozen);
+  EXPECT_TRUE(c.snapshot().devices[2].used);  // cuda:0 is GPU 2
+  EXPECT_FALSE(c.snapshot().devices[0].used);
+
+  app.env.visible = "3";  // after it: nothing changes for this process
+  c.update(app, 1);
+  EXPECT_EQ(c.snapshot().visibility.count(), 2);
+  EXPECT_EQ(c.snapshot().visibility.devices[0].physical_index, 2);
+  ASSERT_EQ(c.snapshot().edited_visibility.count(), 1);  // ... but a new process would see GPU 3
+  EXPECT_EQ(c.snapshot().edited_visibility.devices[0].physical_index, 3);
+}
+
+}  // namespace
+}  // namespace furnace::viz

@@ -1,0 +1,58 @@
+// furnace-viz application state: plain data shared by the panels and the app loop: which panels
+// are open, the scenario being edited in Controls, the process environment edited in Devices,
+// and the requests panels make (restart, stop, open a trace) that the Controller carries out
+// after the frame. No behaviour here.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "furnace/train.h"  // defines: Scenario
+
+namespace furnace::viz {
+
+enum class PanelId { devices, pipeline, memory, training, timeline, controls };
+inline constexpr int kPanelCount = 6;
+const char* panel_name(PanelId id);  // "devices", "pipeline", ... (the --panel values)
+const char* panel_title(PanelId id); // "Devices 设备", ... (window titles)
+std::optional<PanelId> parse_panel(std::string_view name);
+
+struct ControlsState {
+  Scenario scenario;                 // what the next (re)start runs
+  std::string hidden = "512,512";    // the text being edited
+  std::string device_ids;            // DataParallel's device_ids, as typed; empty: all visible
+  std::string parallel = "none";     // "none" | "dp"
+  int output_device = -1;            // DataParallel's output_device; -1: device_ids[0]
+  int accumulation = 1;
+  std::string amp = "off";           // "off" | "fp16" | "bf16"
+  float step_delay_ms = 20;          // sleep after each optimizer step (watchable animation)
+  std::string error;                 // why the last edit could not be applied
+};
+
+struct EnvState {
+  // CUDA_VISIBLE_DEVICES of the simulated process; unset when `visible_set` is false.
+  bool visible_set = false;
+  std::string visible;
+  std::string order = "FASTEST_FIRST";  // CUDA_DEVICE_ORDER
+};
+
+struct AppState {
+  bool open[kPanelCount] = {true, true, true, true, true, true};
+  std::optional<PanelId> solo;  // --panel NAME: that panel alone, filling the window
+  ControlsState controls;
+  EnvState env;
+  float frame_ms = 0;           // the previous frame, for the status line
+
+  // ---- requests, carried out by the Controller after the frame --------------------------
+  bool restart_requested = false;      // stop the run and start controls.scenario
+  bool stop_requested = false;         // stop the run, keep the process
+  bool new_process_requested = false;  // stop, and a fresh process that has not used CUDA yet
+  std::optional<std::string> open_trace;  // a Chrome trace to show in the Timeline
+  bool close_trace_requested = false;
+  std::string trace_error;             // why the last trace file could not be opened
+
+  bool& is_open(PanelId id) { return open[static_cast<int>(id)]; }
+};
+
+}  // namespace furnace::viz

@@ -1,0 +1,170 @@
+// Controller: feed -> snapshot, requests -> runner, environment -> process visibility.
+#include "controller.h"
+
+#include <sstream>
+
+#include "furnace/error.h"     // defines: Error, FURNACE_CHECK
+#include "furnace/topology.h"  // defines: load_topology
+#include "trace_file.h"        // defines: load_chrome_trace
+
+namespace furnace::viz {
+
+std::vector<int> parse_int_list(const std::string& text, const char* what) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    FURNACE_CHECK(used == item.size() && !item.empty())
+        << what << ": '" << text << "' is not a comma-separated list of integers (e.g. 512,512)";
+    out.push_back(v);
+  }
+  FURNACE_CHECK(!out.empty()) << what << ": at least one value is needed";
+  return out;
+}
+
+Scenario scenario_from_controls(const ControlsState& c) {
+  Scenario sc = c.scenario;
+  sc.hidden = parse_hidden(c.hidden);
+  sc.track_accuracy = true;
+  sc.parallel = c.parallel;
+  sc.device_ids.reset();
+  sc.output_device.reset();
+  if (sc.parallel == "dp") {
+    if (!c.device_ids.empty()) {
+      sc.device_ids = parse_int_list(c.device_ids, "device_ids");
+      sc.device = std::max(0, sc.device_ids->front());  // model.cuda(device_ids[0]) before wrapping
+    }
+    if (c.output_device >= 0) sc.output_device = c.output_device;
+  }
+  sc.validate();
+  return sc;
+}
+
+Environment environment_of(const EnvState& env) {
+  Environment e;
+  if (env.visible_set) e[kCudaVisibleDevices] = env.visible;
+  if (!env.order.empty()) e[kCudaDeviceOrder] = env.order;
+  return e;
+}
+
+Controller::Controller(AppState& app, bool autostart)
+    : runner_(std::make_unique<Runner>(feed_)) {
+  new_process(app);
+  if (autostart) start_training(app);
+  refresh_visibility(app);
+}
+
+Controller::~Controller() { runner_.reset(); }
+
+void Controller::new_process(AppState& app) {
+  runner_->stop();
+  Topology topology;
+  try {
+    topology = load_topology(app.controls.scenario.topology);
+  } catch (const std::exception& e) {
+    app.controls.error = e.what();
+  }
+  const int generation = builder_.snapshot().run.generation;
+  builder_.reset(topology, app.controls.scenario.backend);
+  builder_.snapshot().run.generation = generation;
+  builder_.snapshot().run.message = "a new process: CUDA is not initialised until training starts";
+  env_ = environment_of(app.env);
+  process_ = std::make_unique<Process>(next_pid_++, "python train.py", env_, topology.gpus);
+  shown_valid_ = false;
+}
+
+bool Controller::start_training(AppState& app) {
+  Scenario sc;
+  try {
+    sc = scenario_from_controls(app.controls);
+  } catch (const std::exception& e) {
+    app.controls.error = e.what();
+    return false;
+  }
+  app.controls.error.clear();
+  if (!process_ || process_->initialized()) new_process(app);  // a restart is a new process
+  const Visibility frozen = process_->initialize();  // the run's first device use fixes it
+  std::vector<int> map;
+  for (const VisibleDevice& d : frozen.devices) map.push_back(d.physical_index);
+  builder_.set_device_map(std::move(map));  // applies from the run's first event
+  RunRequest request;
+  request.scenario = sc;
+  request.scenario.env = process_->environment();
+  request.visible_devices = process_->getenv(kCudaVisibleDevices);
+  runner_->set_step_delay(app.controls.step_delay_ms / 1000.0);
+  runner_->start(std::move(request));
+  return true;
+}
+
+void Controller::refresh_visibility(const AppState& app) {
+  Snapshot& s = builder_.snapshot();
+  const bool initialised = process_ && process_->initialized();
+  const bool same_env = app.env.visible_set == shown_env_.visible_set &&
+                        app.env.visible == shown_env_.visible && app.env.order == shown_env_.order;
+  if (same_env && initialised == shown_initialised_ && shown_valid_) return;  // nothing changed
+  const Environment env = environment_of(app.env);
+  if (process_) {
+    if (env != env_) {  // os.environ changes: always possible, effective only before CUDA init
+      for (const char* key : {kCudaVisibleDevices, kCudaDeviceOrder}) {
+        auto it = env.find(key);
+        if (it == env.end())
+          process_->unsetenv(key);
+        else
+          process_->setenv(key, it->second);
+      }
+      env_ = env;
+    }
+    s.visibility = process_->visibility();
+    s.visibility_frozen = initialised;
+  }
+  s.edited_visibility = resolve_visibility(s.topology.gpus, env);
+  shown_env_ = app.env;
+  shown_initialised_ = initialised;
+  shown_valid_ = true;
+}
+
+void Controller::update(AppState& app, double now_s) {
+  if (app.new_process_requested) {
+    app.new_process_requested = false;
+    new_process(app);
+  }
+  if (app.restart_requested) {
+    app.restart_requested = false;
+    start_training(app);
+  }
+  if (app.stop_requested) {
+    app.stop_requested = false;
+    runner_->stop();
+  }
+  if (app.open_trace) {
+    try {
+      builder_.snapshot().file_timeline = load_chrome_trace(*app.open_trace);
+      app.trace_error.clear();
+    } catch (const std::exception& e) {
+      app.trace_error = e.what();
+    }
+    app.open_trace.reset();
+  }
+  if (app.close_trace_requested) {
+    app.close_trace_requested = false;
+    builder_.snapshot().file_timeline = TimelineData{};
+  }
+  runner_->set_step_delay(app.controls.step_delay_ms / 1000.0);
+
+  feed_.pull(delta_);
+  if (process_ && !process_->initialized() && !delta_.new_run)
+    builder_.snapshot().time_s = now_s;  // a process that has not used CUDA has no device events
+  else
+    builder_.ingest(delta_, now_s);
+  if (delta_.new_run) shown_valid_ = false;  // the builder's reset cleared the visibility
+  refresh_visibility(app);
+}
+
+}  // namespace furnace::viz

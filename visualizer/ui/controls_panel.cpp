@@ -1,0 +1,135 @@
+// ControlsPanel: the scenario's knobs (machine, backend, parallel mode, device_ids, batch,
+// output_device, accumulation, mixed precision, learning rate, model) and the training-thread
+// delay. A committed change restarts the scenario in a new process; knobs whose runtime work has
+// not landed yet are shown disabled, with a tooltip saying which work brings them.
+#include <algorithm>
+#include <cstdio>
+
+#include <imgui.h>
+#include <imgui_stdlib.h>  // defines: ImGui::InputText for std::string
+
+#include "furnace/backend.h"   // defines: available_backends
+#include "furnace/topology.h"  // defines: list_topologies
+#include "panels.h"
+#include "theme.h"
+
+namespace furnace::viz {
+namespace {
+
+void pending_tooltip(const char* work) {
+  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("arrives with the %s work", work);
+}
+
+bool combo(const char* label, std::string& value, const std::vector<std::string>& items) {
+  bool changed = false;
+  if (ImGui::BeginCombo(label, value.c_str())) {
+    for (const std::string& it : items) {
+      if (ImGui::Selectable(it.c_str(), it == value) && it != value) {
+        value = it;
+        changed = true;
+      }
+    }
+    ImGui::EndCombo();
+  }
+  return changed;
+}
+
+}  // namespace
+
+void ControlsPanel::draw_frame(AppState& app, const Snapshot& snap) {
+  if (!listed) {
+    listed = true;
+    try {
+      topologies = list_topologies();
+    } catch (const std::exception&) {
+      topologies.clear();
+    }
+    backends = available_backends();
+  }
+  ControlsState& c = app.controls;
+  Scenario& sc = c.scenario;
+  bool restart = false;
+  const float field = std::max(80.0f, ImGui::GetContentRegionAvail().x * 0.55f);
+  ImGui::PushItemWidth(field);
+
+  restart |= combo("machine", sc.topology, topologies);
+  restart |= combo("backend", sc.backend, backends);
+
+  int mode = c.parallel == "dp" ? 1 : 0;
+  const char* modes[] = {"single device", "DataParallel (dp)"};
+  if (ImGui::Combo("parallel", &mode, modes, 2)) {
+    c.parallel = mode == 1 ? "dp" : "none";
+    restart = true;
+  }
+  const bool dp = c.parallel == "dp";
+  ImGui::BeginDisabled(!dp);
+  ImGui::InputTextWithHint("device_ids", "all visible", &c.device_ids);
+  restart |= ImGui::IsItemDeactivatedAfterEdit();
+  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("nn.DataParallel(model, device_ids=[...]): cuda ordinals inside the process,\n"
+                      "comma-separated; empty: every visible device. The model lives on device_ids[0].");
+  int out = c.output_device;
+  if (ImGui::InputInt("output_device", &out, 1, 1)) c.output_device = std::max(-1, out);
+  restart |= ImGui::IsItemDeactivatedAfterEdit();
+  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("where gather puts the outputs and the loss is computed; -1: device_ids[0]");
+  ImGui::EndDisabled();
+
+  ImGui::BeginDisabled(dp);
+  int device = sc.device;
+  if (ImGui::InputInt("device (cuda:N)", &device, 1, 1)) sc.device = std::max(0, device);
+  restart |= ImGui::IsItemDeactivatedAfterEdit();
+  ImGui::EndDisabled();
+  if (dp && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("with DataParallel the model is built on device_ids[0]");
+  int batch = static_cast<int>(sc.batch);
+  if (ImGui::InputInt("batch", &batch, 32, 256)) sc.batch = std::max(1, batch);
+  restart |= ImGui::IsItemDeactivatedAfterEdit();
+
+  ImGui::BeginDisabled(true);
+  ImGui::InputInt("accumulation", &c.accumulation);
+  ImGui::EndDisabled();
+  pending_tooltip("gradient-accumulation (mixed-precision)");
+  ImGui::BeginDisabled(true);
+  int amp = c.amp == "fp16" ? 1 : c.amp == "bf16" ? 2 : 0;
+  const char* amps[] = {"off", "fp16", "bf16"};
+  ImGui::Combo("amp", &amp, amps, 3);
+  ImGui::EndDisabled();
+  pending_tooltip("mixed-precision");
+
+  ImGui::InputFloat("learning rate", &sc.lr, 0.01f, 0.1f, "%.4f");
+  restart |= ImGui::IsItemDeactivatedAfterEdit();
+  ImGui::InputText("hidden layers", &c.hidden);
+  restart |= ImGui::IsItemDeactivatedAfterEdit();
+  ImGui::InputInt("epochs", &sc.epochs);
+  sc.epochs = std::max(1, sc.epochs);
+  restart |= ImGui::IsItemDeactivatedAfterEdit();
+
+  ImGui::SliderFloat("step delay", &c.step_delay_ms, 0.0f, 500.0f, "%.0f ms", ImGuiSliderFlags_Logarithmic);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("the training thread sleeps this long after each step, so the animation can be\n"
+                      "followed (0: full speed); applies at once, no restart");
+  ImGui::PopItemWidth();
+
+  if (ImGui::Button("Restart")) restart = true;
+  ImGui::SameLine();
+  if (ImGui::Button("Stop")) app.stop_requested = true;
+  ImGui::SameLine();
+  if (ImGui::Button("New process")) app.new_process_requested = true;
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("a fresh process that has not initialised CUDA: CUDA_VISIBLE_DEVICES edits apply\n"
+                      "until the next Restart trains (the first device use)");
+  if (restart) app.restart_requested = true;
+
+  if (!c.error.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, colors::kError);
+    ImGui::TextWrapped("%s", c.error.c_str());
+    ImGui::PopStyleColor();
+  }
+  ImGui::PushStyleColor(ImGuiCol_Text, colors::kTextDim);
+  ImGui::TextWrapped("%s: %s", run_state_name(snap.run.state), snap.run.scenario.c_str());
+  ImGui::PopStyleColor();
+}
+
+}  // namespace furnace::viz

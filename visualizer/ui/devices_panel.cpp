@@ -1,0 +1,291 @@
+// DevicesPanel: the machine's physical GPUs as boxes (name, memory, bus id) with their links, the
+// process's CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER (editable), and an arrow from each logical
+// cuda:N to the physical GPU it names; where the list stopped and why. After the process's first
+// device use, edits change nothing until a restart, as on a real machine (pitfalls 1, 2, 3, 8).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include <imgui.h>
+#include <imgui_stdlib.h>  // defines: ImGui::InputText for std::string
+
+#include "panels.h"
+#include "theme.h"
+
+namespace furnace::viz {
+namespace {
+
+struct LinkSummary {
+  bool fabric = false;  // every pair connected the same way (an NVSwitch)
+  LinkKind kind = LinkKind::pcie;
+  double gbps = 0;
+};
+
+LinkSummary summarize_links(const Topology& t) {
+  LinkSummary s;
+  const size_t n = t.gpus.size();
+  if (n < 2 || t.links.size() != n * (n - 1) / 2 || t.links.empty()) return s;
+  s.fabric = true;
+  s.kind = t.links.front().kind;
+  s.gbps = t.links.front().bandwidth / 1e9;
+  for (const LinkSpec& l : t.links) s.fabric = s.fabric && l.kind == s.kind;
+  return s;
+}
+
+void arrow(ImDrawList* dl, ImVec2 from, ImVec2 to, ImU32 col, float thickness) {
+  dl->AddLine(from, to, col, thickness);
+  const float dx = to.x - from.x, dy = to.y - from.y;
+  const float len = std::sqrt(dx * dx + dy * dy);
+  if (len < 1) return;
+  const float ux = dx / len, uy = dy / len, s = 7;
+  dl->AddTriangleFilled(to, ImVec2(to.x - ux * s * 1.6f - uy * s, to.y - uy * s * 1.6f + ux * s),
+                        ImVec2(to.x - ux * s * 1.6f + uy * s, to.y - uy * s * 1.6f - ux * s), col);
+}
+
+// The longest prefix of whole words of `text` that fits in `width` pixels (at least one word).
+void fit_words(const std::string& text, float width, char* out, size_t size) {
+  std::snprintf(out, size, "%s", text.c_str());
+  while (ImGui::CalcTextSize(out).x > width) {
+    char* space = std::strrchr(out, ' ');
+    if (!space) break;
+    *space = 0;
+  }
+}
+
+const char* stop_text(VisibilityStop s) {
+  switch (s) {
+    case VisibilityStop::none: return "";
+    case VisibilityStop::invalid_entry: return "an invalid entry ends the list";
+    case VisibilityStop::out_of_range: return "an ordinal beyond the last GPU ends the list";
+    case VisibilityStop::unknown_uuid: return "a UUID that matches no GPU ends the list";
+    case VisibilityStop::ambiguous_uuid: return "a UUID prefix that matches several GPUs ends the list";
+    case VisibilityStop::mixed_forms: return "mixing ordinals and UUIDs ends the list";
+    case VisibilityStop::mig_unavailable: return "a MIG id, but no GPU here is in MIG mode";
+    case VisibilityStop::duplicate: return "a GPU named twice: the whole list is empty";
+  }
+  return "";
+}
+
+}  // namespace
+
+void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
+  const Topology& topo = snap.topology;
+  const Visibility& vis = snap.visibility;
+  const int n = static_cast<int>(topo.gpus.size());
+
+  // ---- the environment -------------------------------------------------------------------
+  if (!synced) {
+    edit_buffer = app.env.visible;
+    synced = true;
+  }
+  ImGui::Checkbox("##set", &app.env.visible_set);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("CUDA_VISIBLE_DEVICES set (unchecked: not set, every GPU visible)");
+  ImGui::SameLine();
+  ImGui::TextUnformatted("CUDA_VISIBLE_DEVICES=");
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(std::max(80.0f, ImGui::GetContentRegionAvail().x - ImGui::CalcTextSize("FASTEST_FIRST").x - 90));
+  if (ImGui::InputText("##cvd", &edit_buffer)) {
+    app.env.visible = edit_buffer;
+    app.env.visible_set = true;
+  }
+  ImGui::SameLine();
+  const char* orders[] = {"FASTEST_FIRST", "PCI_BUS_ID"};
+  ImGui::SetNextItemWidth(ImGui::CalcTextSize(orders[0]).x + ImGui::GetFrameHeight() + 12);
+  int order = app.env.order == "PCI_BUS_ID" ? 1 : 0;
+  if (ImGui::Combo("##order", &order, orders, 2)) app.env.order = orders[order];
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("CUDA_DEVICE_ORDER: how CUDA numbers the GPUs before the mask applies");
+  ImGui::SameLine();
+  if (ImGui::SmallButton("try")) ImGui::OpenPopup("examples");
+  if (ImGui::BeginPopup("examples")) {
+    std::string uuid = n > 1 ? topo.gpus[1].uuid.substr(0, 8) : "GPU-";
+    const std::string examples[] = {"2,1", "0,2,-1,1", "1,1", uuid, "0,7", ""};
+    for (const std::string& e : examples) {
+      if (ImGui::Selectable(e.empty() ? "(empty)" : e.c_str())) {
+        edit_buffer = e;
+        app.env.visible = e;
+        app.env.visible_set = true;
+      }
+    }
+    if (ImGui::Selectable("(not set)")) app.env.visible_set = false;
+    ImGui::EndPopup();
+  }
+
+  if (snap.visibility_frozen) {
+    const bool differs = app.env.visible_set != vis.cuda_visible_devices.has_value() ||
+                         (vis.cuda_visible_devices && *vis.cuda_visible_devices != app.env.visible) ||
+                         app.env.order != device_order_name(vis.order);
+    ImGui::PushStyleColor(ImGuiCol_Text, differs ? colors::kWarning : colors::kTextDim);
+    ImGui::TextWrapped(differs ? "CUDA is initialised in this process: the edit changes nothing until a restart "
+                                 "(a new process reads the variable)."
+                               : "CUDA was initialised at the first device use: the mapping is frozen for this process.");
+    ImGui::PopStyleColor();
+    if (differs) {
+      ImGui::SameLine();
+      if (ImGui::SmallButton("restart")) app.restart_requested = true;
+    }
+  } else {
+    ImGui::PushStyleColor(ImGuiCol_Text, colors::kAllocated);
+    ImGui::TextWrapped("CUDA is not initialised yet: edits apply now (press Run > Restart to train).");
+    ImGui::PopStyleColor();
+  }
+
+  // ---- the diagram -------------------------------------------------------------------------
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float line = ImGui::GetTextLineHeight();
+  const float width = std::max(avail.x, 200.0f);
+  const float height = std::max(avail.y, 8 * line);
+  ImGui::InvisibleButton("##diagram", ImVec2(width, height));
+  if (n == 0) {
+    dl->AddText(origin, colors::kTextDim, "no topology loaded");
+    return;
+  }
+  const float gap = 8;
+  const float box_w = std::min(170.0f, (width - gap * static_cast<float>(n - 1)) / static_cast<float>(n));
+  const float row_w = box_w * static_cast<float>(n) + gap * static_cast<float>(n - 1);
+  const float x0 = origin.x + std::max(0.0f, (width - row_w) * 0.5f);
+  const float box_h = 3 * line + 8;
+  const float link_y = origin.y + line * 0.6f;
+  const float phys_y = link_y + line * 1.6f;
+  const float logical_h = 2 * line + 6;
+  const float logical_y = std::min(phys_y + box_h + 3.0f * line, origin.y + height - logical_h - 2.6f * line);
+  auto box_x = [&](int i) { return x0 + static_cast<float>(i) * (box_w + gap); };
+
+  // Links: one bar for a fully connected fabric, arcs for listed pairs, the host bridge otherwise.
+  const LinkSummary links = summarize_links(topo);
+  char buf[160];
+  const ImU32 link_col = links.fabric && links.kind == LinkKind::nvlink ? colors::kNvlink : colors::kPcie;
+  dl->AddLine(ImVec2(box_x(0) + box_w * 0.5f, link_y), ImVec2(box_x(n - 1) + box_w * 0.5f, link_y), link_col, 3);
+  for (int i = 0; i < n; ++i)
+    dl->AddLine(ImVec2(box_x(i) + box_w * 0.5f, link_y), ImVec2(box_x(i) + box_w * 0.5f, phys_y), link_col, 2);
+  if (links.fabric)
+    std::snprintf(buf, sizeof buf, "%s between every pair: %.0f GB/s each way",
+                  links.kind == LinkKind::nvlink ? "NVLink (NVSwitch)" : "PCIe", links.gbps);
+  else if (n > 1)
+    std::snprintf(buf, sizeof buf, "no direct links: GPU to GPU over PCIe through the host, %.0f GB/s",
+                  topo.host.pinned_bandwidth / 1e9);
+  else
+    std::snprintf(buf, sizeof buf, "host link: PCIe, %.0f GB/s pinned, %.0f GB/s pageable",
+                  topo.host.pinned_bandwidth / 1e9, topo.host.pageable_bandwidth / 1e9);
+  const ImVec2 label_size = ImGui::CalcTextSize(buf);
+  const float label_x = origin.x + std::max(0.0f, (width - label_size.x) * 0.5f);
+  dl->AddRectFilled(ImVec2(label_x - 4, link_y - line * 0.5f - 1), ImVec2(label_x + label_size.x + 4, link_y + line * 0.5f + 1), colors::kPanel);
+  dl->AddText(ImVec2(label_x, link_y - line * 0.5f), link_col, buf);
+  if (!links.fabric)
+    for (const LinkSpec& l : topo.links) {  // listed pairs as arcs under the bar
+      const float xa = box_x(l.a) + box_w * 0.5f, xb = box_x(l.b) + box_w * 0.5f;
+      const float yb = phys_y - 2;
+      dl->AddBezierCubic(ImVec2(xa, yb), ImVec2(xa, yb - line), ImVec2(xb, yb - line), ImVec2(xb, yb),
+                         l.kind == LinkKind::nvlink ? colors::kNvlink : colors::kPcie, 2);
+    }
+
+  // Physical GPUs (nvidia-smi order). A GPU this process cannot see is drawn dimmed.
+  std::vector<bool> visible(static_cast<size_t>(n), false);
+  for (const VisibleDevice& d : vis.devices)
+    if (d.physical_index >= 0 && d.physical_index < n) visible[static_cast<size_t>(d.physical_index)] = true;
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  for (int i = 0; i < n; ++i) {
+    const GpuSpec& g = topo.gpus[static_cast<size_t>(i)];
+    const DeviceView* dv = i < static_cast<int>(snap.devices.size()) ? &snap.devices[static_cast<size_t>(i)] : nullptr;
+    const ImVec2 a(box_x(i), phys_y), b(box_x(i) + box_w, phys_y + box_h);
+    const bool on = visible[static_cast<size_t>(i)];
+    dl->AddRectFilled(a, b, on ? colors::kGpuBox : with_alpha(colors::kGpuBox, 0.35f), 4);
+    dl->AddRect(a, b, on ? colors::kGpuBoxBorder : colors::kGrid, 4, 0, dv && dv->used ? 2.5f : 1.0f);
+    dl->PushClipRect(ImVec2(a.x + 3, a.y), ImVec2(b.x - 3, b.y), true);
+    std::snprintf(buf, sizeof buf, "GPU %d", i);
+    dl->AddText(ImVec2(a.x + 5, a.y + 3), on ? colors::kText : colors::kTextDim, buf);
+    fit_words(short_gpu_name(g.name), box_w - 10, buf, sizeof buf);
+    dl->AddText(ImVec2(a.x + 5, a.y + 3 + line), on ? colors::kText : colors::kTextDim, buf);
+    const double gib = static_cast<double>(g.memory_bytes) / (1024.0 * 1024 * 1024);
+    const std::string bus = g.pci_bus_id.size() > 9 ? g.pci_bus_id.substr(9, 2) : g.pci_bus_id;
+    std::snprintf(buf, sizeof buf, "%.0f GiB  bus %s", gib, bus.c_str());
+    if (ImGui::CalcTextSize(buf).x > box_w - 10) std::snprintf(buf, sizeof buf, "%.0f GiB", gib);
+    dl->AddText(ImVec2(a.x + 5, a.y + 3 + 2 * line), colors::kTextDim, buf);
+    dl->PopClipRect();
+    if (mouse.x >= a.x && mouse.x < b.x && mouse.y >= a.y && mouse.y < b.y)
+      ImGui::SetTooltip("GPU %d (nvidia-smi): %s\n%s\nbus %s, %d SMs, %.0f GB/s memory\n%s",
+                        i, g.name.c_str(), g.uuid.c_str(), g.pci_bus_id.c_str(), g.sm_count,
+                        g.memory_bandwidth / 1e9,
+                        on ? "visible to this process" : "hidden from this process by CUDA_VISIBLE_DEVICES");
+  }
+
+  // Logical devices and their arrows; the arrows glide to new targets when the mapping changes.
+  const int m = vis.count();
+  const float lw = std::min(box_w, 120.0f);
+  const float lrow = lw * static_cast<float>(m) + gap * static_cast<float>(std::max(0, m - 1));
+  const float lx0 = origin.x + std::max(0.0f, (width - lrow) * 0.5f);
+  const float k = 1.0f - std::exp(-ImGui::GetIO().DeltaTime * 14.0f);
+  arrow_x.resize(static_cast<size_t>(m), -1.0f);
+  for (int j = 0; j < m; ++j) {
+    const VisibleDevice& d = vis.devices[static_cast<size_t>(j)];
+    const ImVec2 a(lx0 + static_cast<float>(j) * (lw + gap), logical_y), b(a.x + lw, logical_y + logical_h);
+    dl->AddRectFilled(a, b, colors::kLogicalBox, 4);
+    std::snprintf(buf, sizeof buf, "cuda:%d", d.ordinal);
+    dl->AddText(ImVec2(a.x + 5, a.y + 3), colors::kText, buf);
+    std::snprintf(buf, sizeof buf, "= GPU %d", d.physical_index);
+    dl->PushClipRect(a, b, true);
+    dl->AddText(ImVec2(a.x + 5, a.y + 3 + line), colors::kTextDim, buf);
+    dl->PopClipRect();
+    if (mouse.x >= a.x && mouse.x < b.x && mouse.y >= a.y && mouse.y < b.y)
+      ImGui::SetTooltip("cuda:%d is physical GPU %d%s%s%s", d.ordinal, d.physical_index,
+                        d.entry.empty() ? "" : " (entry '", d.entry.c_str(), d.entry.empty() ? "" : "')");
+    const float target = box_x(d.physical_index) + box_w * 0.5f;
+    float& x = arrow_x[static_cast<size_t>(j)];
+    x = x < 0 ? target : x + (target - x) * k;
+    arrow(dl, ImVec2(a.x + lw * 0.5f, a.y - 1), ImVec2(x, phys_y + box_h + 3), colors::kAllocated, 2.0f);
+  }
+  std::snprintf(buf, sizeof buf, "above: the physical GPUs in nvidia-smi order; below: what the process sees, %d device%s",
+                m, m == 1 ? "" : "s");
+  float y = logical_y + logical_h + 3;
+  dl->AddText(ImVec2(origin.x, y), colors::kTextDim, buf);
+  y += line + 3;
+
+  // The entries of CUDA_VISIBLE_DEVICES: which became which cuda:N, where the list stopped, why.
+  if (!vis.cuda_visible_devices || vis.cuda_visible_devices->empty()) return;
+  const std::string& value = *vis.cuda_visible_devices;
+  float x = origin.x;
+  dl->AddText(ImVec2(x, y), colors::kTextDim, "entries:");
+  x += ImGui::CalcTextSize("entries: ").x;
+  int index = 0;
+  for (size_t start = 0; start <= value.size(); ++index) {
+    size_t end = value.find(',', start);
+    if (end == std::string::npos) end = value.size();
+    const std::string entry = value.substr(start, end - start);
+    start = end + 1;
+    const int k = index + 1;  // 1-based, as Visibility::stop_entry
+    ImU32 col = colors::kTextDim;
+    const char* what = "ignored";
+    char tag[48];
+    if (vis.stop != VisibilityStop::none && k == vis.stop_entry) {
+      col = colors::kWarning;
+      what = "stops here";
+    } else if (vis.stop == VisibilityStop::none || k < vis.stop_entry) {
+      for (const VisibleDevice& d : vis.devices)
+        if (d.entry == entry) {
+          std::snprintf(tag, sizeof tag, "-> cuda:%d", d.ordinal);
+          what = tag;
+          col = colors::kAllocated;
+        }
+    }
+    std::snprintf(buf, sizeof buf, "%s %s", entry.empty() ? "''" : entry.c_str(), what);
+    const ImVec2 sz = ImGui::CalcTextSize(buf);
+    dl->AddRect(ImVec2(x, y - 1), ImVec2(x + sz.x + 8, y + line + 1), col);
+    dl->AddText(ImVec2(x + 4, y), col, buf);
+    x += sz.x + 14;
+    if (end == value.size()) break;
+  }
+  if (vis.stop != VisibilityStop::none) {
+    y += line + 4;
+    std::snprintf(buf, sizeof buf, "entry %d: %s (hover for the rules)", vis.stop_entry, stop_text(vis.stop));
+    dl->AddText(ImVec2(origin.x, y), colors::kWarning, buf);
+    if (mouse.y >= y && mouse.y < y + line && mouse.x >= origin.x && mouse.x < origin.x + width) {
+      std::string notes;
+      for (const std::string& n : vis.notes) notes += n + "\n";
+      ImGui::SetTooltip("%s", notes.c_str());
+    }
+  }
+}
+
+}  // namespace furnace::viz

@@ -1,0 +1,244 @@
+// SnapshotBuilder: events and progress in, the panels' Snapshot out.
+#include "model.h"
+
+#include <algorithm>
+
+namespace furnace::viz {
+namespace {
+
+constexpr size_t kMaxWork = 8192;
+constexpr float kMiB = 1024.0f * 1024.0f;
+
+// The TrainingSeries rule: halve the points (pairwise means) and double the stride when full.
+void halve(std::vector<float>& v) {
+  const size_t n = v.size() / 2;
+  for (size_t i = 0; i < n; ++i) v[i] = 0.5f * (v[2 * i] + v[2 * i + 1]);
+  v.resize(n);
+}
+
+}  // namespace
+
+const char* run_state_name(RunStatus::State s) {
+  switch (s) {
+    case RunStatus::State::idle: return "idle";
+    case RunStatus::State::loading: return "loading";
+    case RunStatus::State::running: return "training";
+    case RunStatus::State::finished: return "finished";
+    case RunStatus::State::stopped: return "stopped";
+    case RunStatus::State::failed: return "failed";
+  }
+  return "?";
+}
+
+TimelineTrack& TimelineData::track(int device, int stream) {
+  // Order: host (-1) first, then each device with its phases track above its streams.
+  auto key = [](int d, int s) { return std::pair<int, int>(d, s); };
+  auto it = std::lower_bound(tracks.begin(), tracks.end(), key(device, stream),
+                             [&](const TimelineTrack& t, const std::pair<int, int>& k) {
+                               return key(t.device, t.stream) < k;
+                             });
+  if (it != tracks.end() && it->device == device && it->stream == stream) return *it;
+  TimelineTrack t;
+  t.device = device;
+  t.stream = stream;
+  const std::string dev = device < 0 ? "host" : "cuda:" + std::to_string(device);
+  t.label = stream == TimelineTrack::kPhases ? dev + " phases" : dev + " stream " + std::to_string(stream);
+  t.events.reserve(1024);
+  return *tracks.insert(it, std::move(t));
+}
+
+void TimelineData::append(int device, int stream, const TimelineEvent& e) {
+  TimelineTrack& t = track(device, stream);
+  if (t.events.size() >= max_events_per_track)
+    t.events.erase(t.events.begin(), t.events.begin() + static_cast<long>(max_events_per_track / 4));
+  t.events.push_back(e);
+  t_min = std::min(t_min, e.start);  // live clocks start at 0
+  t_max = std::max(t_max, e.start + e.dur);
+}
+
+size_t TimelineData::event_count() const {
+  size_t n = 0;
+  for (const TimelineTrack& t : tracks) n += t.events.size();
+  return n;
+}
+
+void SnapshotBuilder::reset(const Topology& topology, const std::string& backend) {
+  const int generation = snap_.run.generation;
+  snap_ = Snapshot{};
+  snap_.run.generation = generation;
+  snap_.topology = topology;
+  snap_.backend = backend;
+  snap_.devices.resize(topology.gpus.size());
+  for (size_t i = 0; i < topology.gpus.size(); ++i) {
+    DeviceView& d = snap_.devices[i];
+    d.index = static_cast<int>(i);
+    d.name = topology.gpus[i].name;
+    d.capacity = topology.gpus[i].memory_bytes;
+    d.context = topology.gpus[i].context_bytes;
+  }
+  if (!next_map_.empty()) {
+    physical_of_ = std::move(next_map_);
+    next_map_.clear();
+  } else {
+    physical_of_.resize(topology.gpus.size());
+    for (size_t i = 0; i < physical_of_.size(); ++i) physical_of_[i] = static_cast<int>(i);
+  }
+  pending_ = StepPhases{};
+  work_.clear();
+  interval_.assign(topology.gpus.size(), MemoryNow{});
+  next_sample_s_ = 0;
+  loss_sum_ = accuracy_sum_ = 0;
+}
+
+void SnapshotBuilder::set_device_map(std::vector<int> logical_to_physical) {
+  next_map_ = std::move(logical_to_physical);
+}
+
+DeviceView* SnapshotBuilder::device(int ordinal) {
+  if (ordinal < 0 || ordinal >= static_cast<int>(physical_of_.size())) return nullptr;
+  const int p = physical_of_[static_cast<size_t>(ordinal)];
+  if (p < 0 || p >= static_cast<int>(snap_.devices.size())) return nullptr;
+  return &snap_.devices[static_cast<size_t>(p)];
+}
+
+void SnapshotBuilder::ingest(const FeedDelta& delta, double now_s) {
+  snap_.time_s = now_s;
+  if (delta.new_run) {
+    reset(delta.topology, delta.backend);
+    snap_.run.generation = delta.status.generation;
+  }
+  snap_.run = delta.status;
+  for (const TraceEvent& e : delta.events) add_event(e);
+  for (const Progress& p : delta.progress) add_progress(p);
+  snap_.events_dropped += delta.dropped;
+
+  // Memory: the current counters every frame, a history sample every kSampleInterval holding the
+  // highest value of the interval.
+  interval_.resize(snap_.devices.size());
+  for (size_t i = 0; i < delta.memory.size(); ++i) {
+    const MemoryNow& m = delta.memory[i];
+    if (!m.seen) continue;
+    if (DeviceView* d = device(static_cast<int>(i))) {
+      MemoryNow& acc = interval_[static_cast<size_t>(d - snap_.devices.data())];
+      acc.seen = true;
+      acc.max_allocated = std::max(acc.max_allocated, m.max_allocated);
+      acc.max_reserved = std::max(acc.max_reserved, m.max_reserved);
+      d->used = true;
+      d->allocated = m.allocated;
+      d->reserved = m.reserved;
+      d->peak_allocated = std::max(d->peak_allocated, m.max_allocated);
+      d->peak_reserved = std::max(d->peak_reserved, m.max_reserved);
+    }
+  }
+  if (now_s >= next_sample_s_) {
+    next_sample_s_ = now_s + kSampleInterval;
+    for (size_t i = 0; i < snap_.devices.size(); ++i) {
+      DeviceView& d = snap_.devices[i];
+      if (!d.used) continue;
+      MemoryNow& acc = interval_[i];
+      d.allocated_mib.push(static_cast<float>(std::max(acc.max_allocated, d.allocated)) / kMiB);
+      d.reserved_mib.push(static_cast<float>(std::max(acc.max_reserved, d.reserved)) / kMiB);
+      acc.max_allocated = d.allocated;
+      acc.max_reserved = d.reserved;
+    }
+  }
+}
+
+void SnapshotBuilder::add_event(const TraceEvent& e) {
+  ++snap_.events_seen;
+  if (e.device >= 0)
+    if (DeviceView* d = device(e.device)) d->used = true;
+  switch (e.kind) {
+    case EventKind::kernel:
+    case EventKind::copy: {
+      TimelineEvent t{e.start_s, e.dur_s, e.name, e.kind, e.bytes, e.flops, e.step};
+      snap_.timeline.append(e.device, e.stream, t);
+      if (work_.size() >= kMaxWork) work_.erase(work_.begin(), work_.begin() + kMaxWork / 2);
+      work_.push_back({e.device, e.start_s, e.bytes, e.kind == EventKind::copy});
+      break;
+    }
+    case EventKind::phase:
+      add_phase(e);
+      break;
+    case EventKind::step:
+      if (!pending_.spans.empty() && pending_.step < e.step) {
+        pending_.loss = static_cast<float>(e.value);
+        finish_step();
+      }
+      break;
+    case EventKind::alloc:
+    case EventKind::free:
+    case EventKind::segment_alloc:
+    case EventKind::segment_free:
+      // Memory from events alone (tests, replays); the live path also gets the feed's counters.
+      if (DeviceView* d = device(e.device)) {
+        d->allocated = e.allocated;
+        d->reserved = e.reserved;
+        d->peak_allocated = std::max(d->peak_allocated, e.allocated);
+        d->peak_reserved = std::max(d->peak_reserved, e.reserved);
+      }
+      break;
+    case EventKind::oom:
+      snap_.run.message = "out of memory on cuda:" + std::to_string(e.device);
+      break;
+  }
+}
+
+void SnapshotBuilder::add_phase(const TraceEvent& e) {
+  if (!pending_.spans.empty() && pending_.step != e.step) finish_step();
+  pending_.step = e.step;
+  TimelineEvent t{e.start_s, e.dur_s, e.name, e.kind, 0, 0, e.step};
+  PhaseSpan span;
+  span.name = e.name;
+  span.device = e.device;
+  span.start = e.start_s;
+  span.dur = e.dur_s;
+  const double end = e.start_s + e.dur_s;
+  for (const Work& w : work_) {
+    if (w.device != e.device || w.start < e.start_s || w.start >= end) continue;
+    if (w.copy)
+      span.copy_bytes += w.bytes;
+    else
+      ++span.kernels;
+  }
+  t.bytes = span.copy_bytes;
+  snap_.timeline.append(e.device, TimelineTrack::kPhases, t);
+  pending_.spans.push_back(span);
+}
+
+void SnapshotBuilder::finish_step() {
+  if (pending_.spans.empty()) return;
+  if (snap_.steps.size() >= kStepsKept) snap_.steps.erase(snap_.steps.begin());
+  snap_.steps.push_back(std::move(pending_));
+  pending_ = StepPhases{};
+  work_.clear();
+}
+
+void SnapshotBuilder::add_progress(const Progress& p) {
+  TrainingSeries& t = snap_.training;
+  t.epoch = p.epoch;
+  t.epochs = p.epochs;
+  t.step_in_epoch = p.step_in_epoch;
+  t.steps_per_epoch = p.steps_per_epoch;
+  t.global_step = p.global_step;
+  t.total_steps = p.total_steps;
+  t.samples_per_s = p.samples_per_s;
+  t.eta_s = p.eta_s;
+  t.last_loss = p.loss;
+  t.last_accuracy = p.accuracy;
+  loss_sum_ += p.loss;
+  accuracy_sum_ += p.accuracy;
+  if (++t.pending < t.stride) return;
+  t.loss.push_back(static_cast<float>(loss_sum_ / static_cast<double>(t.pending)));
+  if (p.accuracy >= 0)
+    t.accuracy.push_back(static_cast<float>(accuracy_sum_ / static_cast<double>(t.pending)));
+  t.pending = 0;
+  loss_sum_ = accuracy_sum_ = 0;
+  if (static_cast<int>(t.loss.size()) >= TrainingSeries::kMaxPoints) {
+    halve(t.loss);
+    halve(t.accuracy);
+    t.stride *= 2;
+  }
+}
+
+}  // namespace furnace::viz

@@ -1,0 +1,92 @@
+// furnace-viz panels: each a struct with its own state and one draw_frame(AppState&, const
+// Snapshot&) that draws its window contents from the snapshot, and Ui, which lays the windows out
+// and calls them. Panels read the snapshot and write only requests into AppState; they never
+// touch the runtime, threads, GLFW or GL.
+//
+// [SECTION] list: DevicesPanel, PipelinePanel, MemoryPanel, TrainingPanel, TimelinePanel,
+// ControlsPanel, Ui.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <imgui.h>
+
+#include "app_state.h"  // defines: AppState, PanelId
+#include "pipeline.h"   // defines: Stage, PipelinePlayer
+#include "snapshot.h"   // defines: Snapshot
+
+namespace furnace::viz {
+
+// Physical GPUs as boxes with their links, the editable CUDA_VISIBLE_DEVICES, and arrows from
+// each logical cuda:N to its physical GPU.
+struct DevicesPanel {
+  std::string edit_buffer;  // the text field (AppState::env holds the applied value)
+  bool synced = false;
+  std::vector<float> arrow_x;  // where each cuda:N arrow points now (glides to its GPU)
+  void draw_frame(AppState& app, const Snapshot& snap);
+};
+
+// One training step, phase by phase, from the trace's phase events.
+struct PipelinePanel {
+  PipelinePlayer player;
+  StepPhases shown;           // a copy: a paused step stays while training moves on
+  std::vector<Stage> stages;  // of `shown`
+  int generation = -1;
+  std::string hold_stage;   // show this stage, paused mid-transition, once a step has it
+  float hold_progress = 0.25f;  // of the transition time: about halfway along the eased path
+  void draw_frame(AppState& app, const Snapshot& snap);
+  // Picks the step to show (the newest when following) and advances playback by `dt`.
+  void update(const Snapshot& snap, float dt);
+};
+
+// Per GPU: allocated, reserved, context and capacity, with history.
+struct MemoryPanel {
+  bool capacity_scale = false;  // false: bars scaled to the busiest GPU; true: to capacity
+  void draw_frame(AppState& app, const Snapshot& snap);
+};
+
+// Loss and accuracy curves, throughput, AMP's loss scale, accumulation.
+struct TrainingPanel {
+  void draw_frame(AppState& app, const Snapshot& snap);
+};
+
+// Per-device tracks of kernels, copies and phases, zoomable; live or from a trace file.
+struct TimelinePanel {
+  double view_start = 0, view_span = 0;  // seconds of device time across the track width
+  bool follow = true;                    // keep the newest events in view (live)
+  bool auto_span = true;                 // about three steps wide, until the user zooms
+  bool show_file = true;                 // show the opened trace file when there is one
+  std::string path;                      // the "open a trace" field
+  const TimelineData* last_data = nullptr;
+  std::string last_source;
+  void draw_frame(AppState& app, const Snapshot& snap);
+};
+
+// The scenario's knobs; a change restarts the scenario.
+struct ControlsPanel {
+  std::vector<std::string> topologies;  // data/topologies, read once
+  std::vector<std::string> backends;
+  bool listed = false;
+  void draw_frame(AppState& app, const Snapshot& snap);
+};
+
+struct Ui {
+  DevicesPanel devices;
+  PipelinePanel pipeline;
+  MemoryPanel memory;
+  TrainingPanel training;
+  TimelinePanel timeline;
+  ControlsPanel controls;
+  ImVec2 laid_out_for{0, 0};  // display size the window layout was computed for
+
+  // The whole UI for one frame: menu bar, status line, the open panels' windows.
+  void draw_frame(AppState& app, const Snapshot& snap);
+};
+
+// Small drawing helpers shared by the panels.
+std::string human_bytes(double bytes);     // "1.5 GiB", "512 KiB"
+std::string human_seconds(double seconds); // "12.3 us", "4.56 ms", "1.20 s"
+std::string short_gpu_name(const std::string& name);  // "NVIDIA H100 80GB HBM3" -> "H100 80GB HBM3"
+
+}  // namespace furnace::viz

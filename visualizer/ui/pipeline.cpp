@@ -1,0 +1,125 @@
+// Pipeline stages from phase events, and the playback state machine.
+#include "pipeline.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace furnace::viz {
+namespace {
+bool has(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
+}  // namespace
+
+StageKind stage_kind(std::string_view n) {
+  if (has(n, "scal") || has(n, "found_inf")) return StageKind::scaler;  // before "loss": loss_scale
+  if (n == "h2d" || has(n, "to_device") || has(n, "load")) return StageKind::host_to_device;
+  if (has(n, "scatter")) return StageKind::scatter;
+  if (has(n, "replicate") || has(n, "broadcast")) return StageKind::replicate;
+  if (has(n, "forward") || has(n, "parallel_apply")) return StageKind::forward;
+  if (has(n, "gather") && has(n, "backward")) return StageKind::gather_backward;
+  if (has(n, "gather")) return StageKind::gather;
+  if (has(n, "loss")) return StageKind::loss;
+  if (has(n, "backward")) return StageKind::backward;
+  if (has(n, "reduce")) return StageKind::reduce;
+  if (has(n, "optim") || n == "step" || has(n, "sgd")) return StageKind::optimizer;
+  return StageKind::other;
+}
+
+const char* stage_caption(StageKind k) {
+  switch (k) {
+    case StageKind::host_to_device: return "h2d: host memory to the device (the batch; under DataParallel, the labels)";
+    case StageKind::scatter: return "scatter: the batch is split into chunks, one per device";
+    case StageKind::replicate: return "replicate: parameters are broadcast from device_ids[0] to every replica";
+    case StageKind::forward: return "forward: every device runs the model on its own chunk";
+    case StageKind::gather: return "gather: the outputs flow to output_device";
+    case StageKind::gather_backward: return "gather's backward: the output gradient is split and sent back to each replica";
+    case StageKind::loss: return "loss: computed on one device, from the gathered outputs";
+    case StageKind::backward: return "backward: gradients are computed on every device";
+    case StageKind::reduce: return "reduce: gradients flow into device_ids[0] and are summed there";
+    case StageKind::optimizer: return "optimizer step: parameters are updated where they live";
+    case StageKind::scaler: return "GradScaler: unscale, check for inf/NaN, step or skip, update the scale";
+    case StageKind::other: return "";
+  }
+  return "";
+}
+
+std::vector<Stage> build_stages(const StepPhases& step) {
+  std::vector<Stage> stages;
+  for (const PhaseSpan& s : step.spans) {
+    // A new stage when the name changes, or when a device appears twice (the same name again:
+    // the next accumulation micro-step).
+    bool same = !stages.empty() && std::strcmp(stages.back().name, s.name) == 0;
+    if (same)
+      for (const PhaseSpan& o : stages.back().spans) same = same && o.device != s.device;
+    if (!same) {
+      Stage st;
+      st.name = s.name;
+      st.kind = stage_kind(s.name);
+      for (const Stage& prev : stages) st.repeat += std::strcmp(prev.name, s.name) == 0 ? 1 : 0;
+      stages.push_back(std::move(st));
+    }
+    Stage& st = stages.back();
+    st.spans.push_back(s);
+    st.dur = std::max(st.dur, s.dur);
+    st.bytes += s.copy_bytes;
+  }
+  return stages;
+}
+
+int hub_device(const StepPhases& step) {
+  for (const PhaseSpan& s : step.spans)
+    if (stage_kind(s.name) == StageKind::loss) return s.device;
+  int hub = -1;
+  for (const PhaseSpan& s : step.spans)
+    if (s.device >= 0 && (hub < 0 || s.device < hub)) hub = s.device;
+  return hub < 0 ? 0 : hub;
+}
+
+std::vector<int> step_devices(const StepPhases& step) {
+  std::vector<int> out;
+  for (const PhaseSpan& s : step.spans)
+    if (s.device >= 0 && std::find(out.begin(), out.end(), s.device) == out.end()) out.push_back(s.device);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool PipelinePlayer::advance(float dt, int stage_count) {
+  if (stage_count <= 0) return false;
+  stage = std::clamp(stage, 0, stage_count - 1);
+  if (!playing) return false;
+  t += dt * speed;
+  if (once && t >= kTransition) {  // Step: show the transition, then stop on it
+    t = kTransition;
+    once = false;
+    playing = false;
+    return false;
+  }
+  if (t < kTransition + kHold) return false;
+  t = 0;
+  if (++stage < stage_count) return false;
+  stage = 0;
+  return true;
+}
+
+void PipelinePlayer::step_phase(int stage_count) {
+  if (stage_count <= 0) return;
+  if (t > 0) stage = (stage + 1) % stage_count;  // a stage not yet begun plays itself first
+  t = 0;
+  playing = true;
+  once = true;
+}
+
+void PipelinePlayer::jump(int to_stage) {
+  stage = std::max(0, to_stage);
+  t = 0;
+  if (!playing) {
+    playing = true;
+    once = true;
+  }
+}
+
+float PipelinePlayer::transition() const {
+  const float x = std::clamp(t / kTransition, 0.0f, 1.0f);
+  return 1.0f - (1.0f - x) * (1.0f - x) * (1.0f - x);  // ease-out cubic
+}
+
+}  // namespace furnace::viz

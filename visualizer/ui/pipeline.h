@@ -1,0 +1,71 @@
+// furnace-viz pipeline model: one training step as a list of stages read from the step's phase
+// events (a stage = consecutive phases with one name, on one or several devices), what kind of
+// motion each stage gets in the Pipeline panel, and the playback state machine (play, pause,
+// step one phase, jump, speed). Pure logic: no ImGui, testable on its own.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "snapshot.h"  // defines: StepPhases, PhaseSpan
+
+namespace furnace::viz {
+
+enum class StageKind {
+  host_to_device,  // h2d: the batch goes to the device
+  scatter,         // the batch split into chunks, one per device
+  replicate,       // parameters broadcast from device_ids[0]
+  forward,
+  gather,          // outputs flow to output_device
+  gather_backward, // the output's gradient split and sent back to each replica
+  loss,
+  backward,
+  reduce,          // gradients flow into device_ids[0] and are summed there
+  optimizer,
+  scaler,          // GradScaler: unscale, the inf/NaN check, step or skip, update
+  other,
+};
+StageKind stage_kind(std::string_view phase_name);
+const char* stage_caption(StageKind k);  // one line saying what happens
+
+struct Stage {
+  const char* name = "";
+  StageKind kind = StageKind::other;
+  std::vector<PhaseSpan> spans;  // one per device (in emission order)
+  double dur = 0;                // the longest span: devices run a stage side by side
+  uint64_t bytes = 0;            // copy bytes inside the stage, all devices
+  int repeat = 1;                // the n-th time this name appears in the step (accumulation)
+};
+
+// Groups a step's phases into stages in the order the runtime emitted them.
+std::vector<Stage> build_stages(const StepPhases& step);
+// device_ids[0] / output_device as the trace shows it: where the loss was computed, else the
+// lowest device of the step.
+int hub_device(const StepPhases& step);
+// The devices that appear in the step, ascending.
+std::vector<int> step_devices(const StepPhases& step);
+
+// Playback: quick transitions with pauses between them.
+struct PipelinePlayer {
+  static constexpr float kTransition = 0.35f;  // seconds at speed 1
+  static constexpr float kHold = 0.65f;
+
+  int stage = 0;
+  float t = 0;           // seconds into the current stage (transition, then hold)
+  bool playing = true;
+  bool once = false;     // playing one stage only (Step), then pause
+  float speed = 1.0f;
+  bool follow = true;    // at the end of a step, move on to the newest step
+  int64_t step = -1;     // the step shown
+
+  // Advances by `dt` seconds; returns true when the last stage ended (the caller picks the next
+  // step and calls restart()).
+  bool advance(float dt, int stage_count);
+  void restart(int64_t new_step) { step = new_step; stage = 0; t = 0; }
+  void step_phase(int stage_count);  // the next stage's transition, then pause
+  void jump(int to_stage);           // the given stage, from its start
+  // 0..1 progress of the current transition, eased (fast in, slow out).
+  float transition() const;
+};
+
+}  // namespace furnace::viz

@@ -1,0 +1,144 @@
+// Runner: one training thread, a queue of one pending request, a stop flag checked after every
+// step (and while sleeping the per-step delay).
+#include "runner.h"
+
+#include <sys/resource.h>  // defines: setpriority
+#include <sys/syscall.h>   // defines: SYS_gettid
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+#include "furnace/error.h"     // defines: Error
+#include "furnace/ops.h"       // defines: ops::BlasThreadsScope
+#include "furnace/topology.h"  // defines: load_topology
+
+namespace furnace::viz {
+
+std::string describe_scenario(const Scenario& sc) {
+  std::ostringstream os;
+  os << "MLP 784";
+  for (int h : sc.hidden) os << '-' << h;
+  os << "-10, batch " << sc.batch << ", lr " << sc.lr << ", " << sc.epochs << " epoch"
+     << (sc.epochs == 1 ? "" : "s") << " on " << sc.topology << " (" << sc.backend << "), cuda:"
+     << sc.device;
+  return os.str();
+}
+
+Runner::Runner(LiveFeed& feed, int nice, int blas_threads)
+    : feed_(feed), nice_(nice), blas_threads_(blas_threads), thread_([this] { loop(); }) {}
+
+Runner::~Runner() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    quit_ = true;
+    stop_ = true;
+    pending_.reset();
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Runner::start(RunRequest request) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_ = std::move(request);
+    stop_ = true;
+    busy_.store(true);
+  }
+  cv_.notify_all();
+}
+
+void Runner::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.reset();
+    stop_ = true;
+  }
+  cv_.notify_all();
+}
+
+void Runner::loop() {
+  // Training yields to the UI: a lower priority for this thread and the threads it starts
+  // (DataParallel's workers inherit it), so frames stay on time while the CPU is busy.
+  if (nice_ > 0) setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), nice_);
+  for (;;) {
+    RunRequest request;
+    int generation = 0;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      busy_.store(pending_.has_value());
+      cv_.wait(lock, [this] { return quit_ || pending_.has_value(); });
+      if (quit_) return;
+      request = std::move(*pending_);
+      pending_.reset();
+      stop_ = false;
+      generation = ++generation_;
+      busy_.store(true);
+    }
+    run_one(request, generation);
+  }
+}
+
+void Runner::run_one(const RunRequest& request, int generation) {
+  const Scenario& sc = request.scenario;
+  RunStatus status;
+  status.generation = generation;
+  status.scenario = describe_scenario(sc);
+  status.visible_devices = request.visible_devices.value_or("");
+  Topology topology;
+  try {
+    topology = load_topology(sc.topology);
+  } catch (const std::exception& e) {
+    status.state = RunStatus::State::failed;
+    status.message = e.what();
+    feed_.begin_run(Topology{}, sc.backend, status);
+    return;
+  }
+  status.state = RunStatus::State::loading;
+  status.message = "loading the dataset";
+  feed_.begin_run(topology, sc.backend, status);
+
+  TraceBus bus;
+  const int sub = bus.subscribe([this](const TraceEvent& e) { feed_.on_event(e); });
+  bool running = false;
+  ProgressFn progress = [&](const Progress& p) {
+    feed_.on_progress(p);
+    if (!running) {
+      running = true;
+      status.state = RunStatus::State::running;
+      status.message.clear();
+      feed_.set_status(status);
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    const double delay = delay_s_.load();
+    if (delay > 0)
+      cv_.wait_for(lock, std::chrono::duration<double>(delay), [this] { return stop_; });
+    if (stop_) throw TrainingStopped();
+  };
+  try {
+    std::optional<ops::BlasThreadsScope> blas;
+    if (blas_threads_ > 0) blas.emplace(blas_threads_);
+    const TrainResult r = train(sc, bus, progress);
+    status.state = RunStatus::State::finished;
+    char line[160];
+    if (r.test_accuracy >= 0)
+      std::snprintf(line, sizeof line, "finished: %lld steps, final loss %.4f, test accuracy %.4f",
+                    static_cast<long long>(r.steps), r.final_loss, r.test_accuracy);
+    else
+      std::snprintf(line, sizeof line, "finished: %lld steps, final loss %.4f",
+                    static_cast<long long>(r.steps), r.final_loss);
+    status.message = line;
+  } catch (const TrainingStopped&) {
+    status.state = RunStatus::State::stopped;
+    status.message = "stopped";
+  } catch (const std::exception& e) {
+    status.state = RunStatus::State::failed;
+    status.message = e.what();
+  }
+  bus.unsubscribe(sub);
+  feed_.set_status(status);
+}
+
+}  // namespace furnace::viz

@@ -1,0 +1,121 @@
+// Theme and fonts.
+#include "theme.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace furnace::viz {
+namespace {
+
+std::string first_existing(const char* env, std::initializer_list<const char*> candidates) {
+  if (const char* p = std::getenv(env); p && *p && std::filesystem::exists(p)) return p;
+  for (const char* c : candidates)
+    if (std::filesystem::exists(c)) return c;
+  return {};
+}
+
+ImVec4 v4(ImU32 c) { return ImGui::ColorConvertU32ToFloat4(c); }
+
+}  // namespace
+
+ImU32 stage_color(StageKind k) {
+  switch (k) {
+    case StageKind::host_to_device: return colors::rgb(200, 170, 90);
+    case StageKind::scatter: return colors::rgb(230, 170, 60);
+    case StageKind::replicate: return colors::rgb(180, 120, 220);
+    case StageKind::forward: return colors::rgb(80, 150, 230);
+    case StageKind::gather: return colors::rgb(230, 130, 60);
+    case StageKind::gather_backward: return colors::rgb(200, 150, 110);
+    case StageKind::loss: return colors::kLoss;
+    case StageKind::backward: return colors::rgb(60, 190, 190);
+    case StageKind::reduce: return colors::rgb(220, 90, 150);
+    case StageKind::optimizer: return colors::rgb(110, 200, 100);
+    case StageKind::scaler: return colors::rgb(240, 210, 80);
+    case StageKind::other: return colors::rgb(150, 150, 160);
+  }
+  return colors::kText;
+}
+
+ImU32 with_alpha(ImU32 c, float alpha) {
+  const unsigned a = static_cast<unsigned>(alpha < 0 ? 0 : alpha > 1 ? 255 : alpha * 255.0f);
+  return (c & 0x00FFFFFFu) | (a << 24);
+}
+
+void apply_theme(ImGuiStyle& style) {
+  ImGui::StyleColorsDark(&style);
+  // Square corners and no anti-aliased fill fringes: crisp axis-aligned shapes with fewer
+  // triangles, which a software renderer (llvmpipe) draws noticeably faster. Lines stay smooth.
+  style.WindowRounding = 0;
+  style.FrameRounding = 0;
+  style.GrabRounding = 0;
+  style.AntiAliasedFill = false;
+  style.WindowPadding = ImVec2(8, 6);
+  style.FramePadding = ImVec2(6, 3);
+  style.ItemSpacing = ImVec2(8, 4);
+  style.WindowBorderSize = 1;
+  ImVec4* c = style.Colors;
+  // Windows draw no background: the app clears to kPanel and the panels tile the screen. With a
+  // software renderer (Mesa's llvmpipe under Xvfb) every full-screen layer costs milliseconds.
+  c[ImGuiCol_WindowBg] = ImVec4(0, 0, 0, 0);
+  c[ImGuiCol_ChildBg] = ImVec4(0, 0, 0, 0);
+  c[ImGuiCol_PopupBg] = v4(colors::rgb(28, 30, 36, 245));
+  c[ImGuiCol_Text] = v4(colors::kText);
+  c[ImGuiCol_TextDisabled] = v4(colors::kTextDim);
+  c[ImGuiCol_TitleBg] = v4(colors::rgb(38, 42, 52));
+  c[ImGuiCol_TitleBgActive] = v4(colors::rgb(48, 62, 84));
+  c[ImGuiCol_MenuBarBg] = v4(colors::rgb(30, 33, 40));
+  c[ImGuiCol_FrameBg] = v4(colors::rgb(44, 48, 58));
+  c[ImGuiCol_FrameBgHovered] = v4(colors::rgb(56, 64, 80));
+  c[ImGuiCol_Button] = v4(colors::rgb(52, 74, 104));
+  c[ImGuiCol_ButtonHovered] = v4(colors::rgb(66, 96, 136));
+  c[ImGuiCol_ButtonActive] = v4(colors::rgb(80, 116, 160));
+  c[ImGuiCol_Header] = v4(colors::rgb(52, 74, 104));
+  c[ImGuiCol_PlotLines] = v4(colors::kLoss);
+  c[ImGuiCol_PlotHistogram] = v4(colors::kAllocated);
+  c[ImGuiCol_Border] = v4(colors::rgb(58, 62, 72));
+}
+
+FontReport load_fonts(ImGuiIO& io, float size_px, bool cjk) {
+  FontReport r;
+  r.latin = first_existing("FURNACE_VIZ_FONT", {
+      "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+      "/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf",
+      "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+  });
+  ImFont* base = nullptr;
+  if (!r.latin.empty()) {
+    ImFontConfig cfg;
+    cfg.OversampleH = 1;  // glyphs at their exact pixel size: the app samples the atlas NEAREST
+    cfg.OversampleV = 1;
+    cfg.PixelSnapH = true;
+    // Latin, Greek (the sum and nabla of the pipeline) and the arrows and symbols we draw.
+    static const ImWchar ranges[] = {0x0020, 0x00FF, 0x0370, 0x03FF, 0x2190, 0x21FF,
+                                     0x2200, 0x22FF, 0x2010, 0x205E, 0x25A0, 0x25FF, 0};
+    base = io.Fonts->AddFontFromFileTTF(r.latin.c_str(), size_px, &cfg, ranges);
+    if (!base) r.latin.clear();
+  }
+  if (!base) {
+    ImFontConfig cfg;
+    cfg.SizePixels = 13;
+    base = io.Fonts->AddFontDefault(&cfg);
+  }
+  if (!cjk) return r;
+  r.cjk = first_existing("FURNACE_VIZ_CJK_FONT", {
+      "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc",
+      "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",
+      "/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc",
+  });
+  if (!r.cjk.empty()) {
+    ImFontConfig cfg;
+    cfg.MergeMode = true;
+    cfg.OversampleH = 1;
+    cfg.OversampleV = 1;
+    cfg.PixelSnapH = true;
+    if (!io.Fonts->AddFontFromFileTTF(r.cjk.c_str(), size_px, &cfg,
+                                      io.Fonts->GetGlyphRangesChineseSimplifiedCommon()))
+      r.cjk.clear();
+  }
+  return r;
+}
+
+}  // namespace furnace::viz

@@ -1,0 +1,56 @@
+// furnace-viz theme: the palette every panel draws with (one colour per meaning: allocated,
+// reserved, context, each stage kind, links), the ImGui style, and the fonts: a Latin font and a
+// CJK font merged into it, found at run time with a fallback to ImGui's built-in font.
+#pragma once
+
+#include <string>
+
+#include <imgui.h>
+
+#include "pipeline.h"  // defines: StageKind
+
+namespace furnace::viz {
+
+namespace colors {
+// IM_COL32(r, g, b, a) is (a << 24 | b << 16 | g << 8 | r).
+constexpr ImU32 rgb(unsigned r, unsigned g, unsigned b, unsigned a = 255) {
+  return (a << 24) | (b << 16) | (g << 8) | r;
+}
+constexpr ImU32 kPanel = rgb(32, 35, 42);  // the clear colour: windows draw no background
+constexpr ImU32 kText = rgb(225, 228, 235);
+constexpr ImU32 kTextDim = rgb(140, 146, 160);
+constexpr ImU32 kGrid = rgb(60, 64, 74);
+// A physical GPU box: the screenshot test looks for exactly this fill.
+constexpr ImU32 kGpuBox = rgb(46, 84, 122);
+constexpr ImU32 kGpuBoxBorder = rgb(110, 170, 230);
+constexpr ImU32 kLogicalBox = rgb(58, 110, 72);
+constexpr ImU32 kHost = rgb(84, 76, 60);
+constexpr ImU32 kAllocated = rgb(92, 196, 120);
+constexpr ImU32 kReserved = rgb(70, 130, 200);
+constexpr ImU32 kContext = rgb(150, 110, 190);
+constexpr ImU32 kFree = rgb(44, 48, 56);
+constexpr ImU32 kPeak = rgb(255, 210, 90);
+constexpr ImU32 kWarning = rgb(240, 160, 70);
+constexpr ImU32 kError = rgb(235, 90, 80);
+constexpr ImU32 kNvlink = rgb(118, 185, 0);   // NVIDIA green
+constexpr ImU32 kPcie = rgb(170, 170, 180);
+constexpr ImU32 kLoss = rgb(240, 120, 90);
+constexpr ImU32 kAccuracy = rgb(90, 200, 220);
+constexpr ImU32 kKernel = rgb(80, 140, 210);
+constexpr ImU32 kCopy = rgb(230, 170, 60);
+}  // namespace colors
+
+ImU32 stage_color(StageKind k);
+ImU32 with_alpha(ImU32 c, float alpha);
+
+void apply_theme(ImGuiStyle& style);
+
+struct FontReport {
+  std::string latin;  // the file used, empty: ImGui's built-in font
+  std::string cjk;    // the file merged for Chinese, empty: none found
+};
+// Adds the fonts to io.Fonts (call before the atlas is built). `cjk` false skips the Chinese
+// glyphs (faster atlas, for tests). $FURNACE_VIZ_FONT and $FURNACE_VIZ_CJK_FONT override the search.
+FontReport load_fonts(ImGuiIO& io, float size_px, bool cjk = true);
+
+}  // namespace furnace::viz

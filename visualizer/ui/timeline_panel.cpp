@@ -1,0 +1,244 @@
+// TimelinePanel: a small Nsight/Perfetto-like view: one row per device stream plus a row of
+// training phases per device, kernels and copies as bars on the modelled (sim) or measured (cuda)
+// clock. Follows the live run, or shows a Chrome trace file (one recorded on a real GPU machine,
+// say). Mouse wheel zooms around the cursor, dragging pans, double-click fits. Only the visible
+// part is drawn, and bars thinner than a pixel merge, so a long trace costs what the screen holds.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include <imgui.h>
+#include <imgui_stdlib.h>  // defines: ImGui::InputText for std::string
+
+#include "panels.h"
+#include "theme.h"
+
+namespace furnace::viz {
+namespace {
+
+ImU32 event_color(const TimelineEvent& e) {
+  switch (e.kind) {
+    case EventKind::copy: return colors::kCopy;
+    case EventKind::phase: return stage_color(stage_kind(e.name));
+    default: return colors::kKernel;
+  }
+}
+
+// A "nice" tick step (1, 2, 5 x 10^k) for about `target` ticks over `span`.
+double tick_step(double span, int target) {
+  const double raw = span / std::max(target, 1);
+  const double p = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (raw <= m * p) return m * p;
+  return 10 * p;
+}
+
+}  // namespace
+
+void TimelinePanel::draw_frame(AppState& app, const Snapshot& snap) {
+  const bool have_file = !snap.file_timeline.tracks.empty();
+  const TimelineData& data = have_file && show_file ? snap.file_timeline : snap.timeline;
+  const bool live = &data == &snap.timeline;
+  if (&data != last_data || (!live && data.source != last_source)) {  // a new source: fit it
+    last_data = &data;
+    last_source = data.source;
+    view_span = 0;
+    follow = live;
+    auto_span = true;
+  }
+
+  // ---- toolbar ------------------------------------------------------------------------------
+  if (have_file) {
+    int src = show_file ? 1 : 0;
+    ImGui::RadioButton("live", &src, 0);
+    ImGui::SameLine();
+    ImGui::RadioButton("file", &src, 1);
+    show_file = src == 1;
+    ImGui::SameLine();
+  }
+  ImGui::BeginDisabled(!live);
+  ImGui::Checkbox("follow", &follow);
+  ImGui::EndDisabled();
+  ImGui::SameLine();
+  if (ImGui::Button("fit")) {
+    follow = false;
+    auto_span = false;
+    view_start = data.t_min;
+    view_span = std::max(data.t_max - data.t_min, 1e-9);
+  }
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(std::max(120.0f, ImGui::GetContentRegionAvail().x * 0.35f));
+  ImGui::InputTextWithHint("##trace", "trace.json (furnace train --trace)", &path);
+  ImGui::SameLine();
+  if (ImGui::Button("open") && !path.empty()) {
+    app.open_trace = path;
+    show_file = true;
+  }
+  if (have_file) {
+    ImGui::SameLine();
+    if (ImGui::Button("close")) app.close_trace_requested = true;
+  }
+  ImGui::SameLine();
+  ImGui::TextDisabled("%s", live ? "live, modelled device clock" : data.source.c_str());
+  for (const auto& [col, label] : {std::pair{colors::kKernel, "kernel"}, std::pair{colors::kCopy, "copy"}}) {
+    ImGui::SameLine();
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    const float sw = ImGui::GetTextLineHeight() * 0.8f;
+    ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(p.x, p.y + 3), ImVec2(p.x + sw, p.y + 3 + sw), col);
+    ImGui::Dummy(ImVec2(sw, sw));
+    ImGui::SameLine(0, 3);
+    ImGui::TextDisabled("%s", label);
+  }
+  if (!app.trace_error.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, colors::kError);
+    ImGui::TextWrapped("%s", app.trace_error.c_str());
+    ImGui::PopStyleColor();
+  }
+  if (data.tracks.empty()) {
+    ImGui::TextDisabled("no events yet");
+    return;
+  }
+
+  // ---- the view -----------------------------------------------------------------------------
+  if (view_span <= 0 || (live && auto_span)) {
+    double span = data.t_max - data.t_min;
+    if (live && !snap.steps.empty()) {  // about three steps, until the user zooms
+      const StepPhases& s = snap.steps.back();
+      double a = s.spans.front().start, b = a;
+      for (const PhaseSpan& p : s.spans) {
+        a = std::min(a, p.start);
+        b = std::max(b, p.start + p.dur);
+      }
+      if (b > a) span = std::min(span, 1.6 * (b - a));
+    }
+    view_span = std::max(span, 1e-9);
+    view_start = live ? data.t_max - view_span : data.t_min;
+  }
+  if (live && follow) view_start = data.t_max - view_span;
+
+  const float line = ImGui::GetTextLineHeight();
+  const float label_w = std::min(170.0f, ImGui::GetContentRegionAvail().x * 0.2f);
+  const ImVec2 top = ImGui::GetCursorScreenPos();
+  const float width = ImGui::GetContentRegionAvail().x;
+  const float canvas_x = top.x + label_w;
+  const float canvas_w = std::max(width - label_w, 50.0f);
+  const float row_h = line + 6;
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const double px_per_s = canvas_w / view_span;
+  auto to_x = [&](double t) { return canvas_x + static_cast<float>((t - view_start) * px_per_s); };
+
+  // Time axis.
+  const double tick = tick_step(view_span, std::max(2, static_cast<int>(canvas_w / 110)));
+  const double first = std::ceil(view_start / tick) * tick;
+  char buf[160];
+  for (double t = first; t <= view_start + view_span; t += tick) {
+    const float x = to_x(t);
+    dl->AddLine(ImVec2(x, top.y + line), ImVec2(x, top.y + line + 4), colors::kTextDim);
+    std::snprintf(buf, sizeof buf, "%s", human_seconds(t).c_str());
+    dl->AddText(ImVec2(x + 2, top.y), colors::kTextDim, buf);
+  }
+  ImGui::Dummy(ImVec2(width, line + 6));
+
+  // Interaction on the whole track area.
+  const ImVec2 area_a = ImGui::GetCursorScreenPos();
+  const float area_h = std::max(ImGui::GetContentRegionAvail().y, row_h);
+  ImGui::BeginChild("##tracks", ImVec2(width, area_h), false, ImGuiWindowFlags_NoScrollWithMouse);
+  const ImGuiIO& io = ImGui::GetIO();
+  const bool hovered = ImGui::IsWindowHovered();
+  if (hovered && io.MousePos.x >= canvas_x) {
+    if (io.MouseWheel != 0) {
+      const double at = view_start + (io.MousePos.x - canvas_x) / px_per_s;
+      const double factor = std::pow(0.8, static_cast<double>(io.MouseWheel));
+      view_span = std::clamp(view_span * factor, 1e-9, 1e6);
+      auto_span = false;
+      view_start = at - (io.MousePos.x - canvas_x) / (canvas_w / view_span);
+      follow = false;
+    }
+    if (ImGui::IsMouseDragging(ImGuiMouseButton_Left)) {
+      view_start -= io.MouseDelta.x / px_per_s;
+      follow = false;
+    }
+    if (ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) {
+      auto_span = false;
+      view_start = data.t_min;
+      view_span = std::max(data.t_max - data.t_min, 1e-9);
+      follow = false;
+    }
+  }
+  if (ImGui::GetScrollMaxY() > 0 && hovered && io.MousePos.x < canvas_x && io.MouseWheel != 0)
+    ImGui::SetScrollY(ImGui::GetScrollY() - io.MouseWheel * row_h * 2);
+
+  dl = ImGui::GetWindowDrawList();
+  const double view_end = view_start + view_span;
+  const TimelineEvent* hover = nullptr;
+  const TimelineTrack* hover_track = nullptr;
+  ImGuiListClipper clipper;
+  clipper.Begin(static_cast<int>(data.tracks.size()), row_h);
+  while (clipper.Step()) {
+    for (int r = clipper.DisplayStart; r < clipper.DisplayEnd; ++r) {
+      const TimelineTrack& tr = data.tracks[static_cast<size_t>(r)];
+      const ImVec2 o = ImGui::GetCursorScreenPos();
+      const bool phases = tr.stream == TimelineTrack::kPhases;
+      dl->AddLine(ImVec2(o.x, o.y + row_h - 1), ImVec2(canvas_x + canvas_w, o.y + row_h - 1), colors::kGrid);
+      dl->PushClipRect(ImVec2(o.x, o.y), ImVec2(canvas_x - 4, o.y + row_h), true);
+      dl->AddText(ImVec2(o.x + 2, o.y + 3), phases ? colors::kText : colors::kTextDim, tr.label.c_str());
+      dl->PopClipRect();
+      dl->PushClipRect(ImVec2(canvas_x, o.y), ImVec2(canvas_x + canvas_w, o.y + row_h), true);
+      const auto& ev = tr.events;
+      auto it = std::lower_bound(ev.begin(), ev.end(), view_start,
+                                 [](const TimelineEvent& e, double t) { return e.start < t; });
+      for (int back = 0; back < 64 && it != ev.begin() && (it - 1)->start + (it - 1)->dur > view_start; ++back) --it;
+      float run_a = -1, run_b = -1;
+      ImU32 run_col = 0;
+      auto flush = [&] {
+        if (run_b >= run_a && run_a >= 0)
+          dl->AddRectFilled(ImVec2(run_a, o.y + 2), ImVec2(std::max(run_b, run_a + 1), o.y + row_h - 3), run_col);
+        run_a = run_b = -1;
+      };
+      for (; it != ev.end() && it->start <= view_end; ++it) {
+        const float xa = to_x(it->start), xb = to_x(it->start + it->dur);
+        const ImU32 col = event_color(*it);
+        if (xb - xa < 2 && run_a >= 0 && xa <= run_b + 1 && col == run_col) {  // merge slivers
+          run_b = std::max(run_b, xb);
+        } else {
+          flush();
+          run_a = xa;
+          run_b = xb;
+          run_col = col;
+          if (xb - xa >= 2) {
+            flush();
+            dl->AddRectFilled(ImVec2(xa, o.y + 2), ImVec2(xb - 1, o.y + row_h - 3), col);
+            if (xb - xa > 30) {
+              const float tw = ImGui::CalcTextSize(it->name).x;
+              if (tw + 6 < xb - xa) dl->AddText(ImVec2(std::max(xa, canvas_x) + 3, o.y + 3), colors::rgb(16, 16, 20), it->name);
+            }
+          }
+        }
+        if (hovered && io.MousePos.y >= o.y && io.MousePos.y < o.y + row_h && io.MousePos.x >= xa - 1 &&
+            io.MousePos.x <= std::max(xb, xa + 2)) {
+          hover = &*it;
+          hover_track = &tr;
+        }
+      }
+      flush();
+      dl->PopClipRect();
+      ImGui::Dummy(ImVec2(width, row_h));
+    }
+  }
+  clipper.End();
+  if (hover) {
+    std::string extra;
+    if (hover->bytes) extra += "\n" + human_bytes(static_cast<double>(hover->bytes)) + (hover->kind == EventKind::phase ? " copied in the phase" : "");
+    if (hover->flops > 0) {
+      std::snprintf(buf, sizeof buf, "\n%.3g GFLOP", hover->flops / 1e9);
+      extra += buf;
+    }
+    ImGui::SetTooltip("%s (%s)\n%s  start %s  duration %s%s", hover->name, event_kind_name(hover->kind),
+                      hover_track->label.c_str(), human_seconds(hover->start).c_str(),
+                      human_seconds(hover->dur).c_str(), extra.c_str());
+  }
+  ImGui::EndChild();
+  (void)area_a;
+}
+
+}  // namespace furnace::viz

@@ -1,0 +1,193 @@
+// Ui: the menu bar with the run's status, the window layout, and the panel calls; plus the small
+// formatting helpers the panels share. Panel names and titles live here too.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "panels.h"
+#include "theme.h"
+
+namespace furnace::viz {
+
+const char* panel_name(PanelId id) {
+  switch (id) {
+    case PanelId::devices: return "devices";
+    case PanelId::pipeline: return "pipeline";
+    case PanelId::memory: return "memory";
+    case PanelId::training: return "training";
+    case PanelId::timeline: return "timeline";
+    case PanelId::controls: return "controls";
+  }
+  return "?";
+}
+
+const char* panel_title(PanelId id) {
+  switch (id) {
+    case PanelId::devices: return "Devices 设备";
+    case PanelId::pipeline: return "Pipeline 流水线";
+    case PanelId::memory: return "Memory 显存";
+    case PanelId::training: return "Training 训练";
+    case PanelId::timeline: return "Timeline 时间线";
+    case PanelId::controls: return "Controls 控制";
+  }
+  return "?";
+}
+
+std::optional<PanelId> parse_panel(std::string_view name) {
+  for (int i = 0; i < kPanelCount; ++i)
+    if (name == panel_name(static_cast<PanelId>(i))) return static_cast<PanelId>(i);
+  return std::nullopt;
+}
+
+std::string human_bytes(double b) {
+  char buf[32];
+  const double a = std::fabs(b);
+  if (a >= 1024.0 * 1024 * 1024)
+    std::snprintf(buf, sizeof buf, "%.1f GiB", b / (1024.0 * 1024 * 1024));
+  else if (a >= 1024.0 * 1024)
+    std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024));
+  else if (a >= 1024.0)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f B", b);
+  return buf;
+}
+
+std::string human_seconds(double s) {
+  char buf[32];
+  if (s >= 1.0)
+    std::snprintf(buf, sizeof buf, "%.2f s", s);
+  else if (s >= 1e-3)
+    std::snprintf(buf, sizeof buf, "%.2f ms", s * 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
+  return buf;
+}
+
+std::string short_gpu_name(const std::string& name) {
+  std::string s = name;
+  for (const char* prefix : {"NVIDIA ", "GeForce "})
+    if (s.rfind(prefix, 0) == 0) s.erase(0, std::char_traits<char>::length(prefix));
+  return s;
+}
+
+namespace {
+
+struct Rect {
+  float x, y, w, h;
+};
+
+// The default tiling for a display of `size` below a menu bar of height `top` (fractions of the
+// width and height; see the [SECTION] list in panels.h for what each panel shows).
+Rect default_rect(PanelId id, ImVec2 size, float top) {
+  const float W = size.x, H = size.y - top;
+  const float r1 = std::floor(H * 0.36f), r2 = std::floor(H * 0.34f), r3 = H - r1 - r2;
+  const float c1 = std::floor(W * 0.42f), c2 = std::floor(W * 0.70f);
+  switch (id) {
+    case PanelId::devices: return {0, top, c1, r1};
+    case PanelId::pipeline: return {c1, top, W - c1, r1};
+    case PanelId::memory: return {0, top + r1, c1, r2};
+    case PanelId::training: return {c1, top + r1, c2 - c1, r2};
+    case PanelId::controls: return {c2, top + r1, W - c2, r2};
+    case PanelId::timeline: return {0, top + r1 + r2, W, r3};
+  }
+  return {0, top, W, H};
+}
+
+void draw_status(const AppState& app, const Snapshot& snap) {
+  const RunStatus& run = snap.run;
+  ImU32 dot = colors::kTextDim;
+  switch (run.state) {
+    case RunStatus::State::running: dot = colors::kAllocated; break;
+    case RunStatus::State::loading: dot = colors::kWarning; break;
+    case RunStatus::State::failed: dot = colors::kError; break;
+    default: break;
+  }
+  char line[192];
+  const TrainingSeries& t = snap.training;
+  if (t.total_steps > 0)
+    std::snprintf(line, sizeof line, "%s  step %lld/%lld  epoch %d/%d   %s  %.1f ms/frame",
+                  run_state_name(run.state), static_cast<long long>(t.global_step),
+                  static_cast<long long>(t.total_steps), t.epoch, t.epochs,
+                  snap.topology.name.c_str(), app.frame_ms);
+  else
+    std::snprintf(line, sizeof line, "%s   %s  %.1f ms/frame", run_state_name(run.state),
+                  snap.topology.name.c_str(), app.frame_ms);
+  float w = ImGui::CalcTextSize(line).x + 32;
+  const float room = ImGui::GetWindowWidth() - ImGui::GetCursorPosX() - 16;
+  if (w > room) {  // a narrow window: the state and the step only
+    std::snprintf(line, sizeof line, "%s %lld/%lld", run_state_name(run.state),
+                  static_cast<long long>(t.global_step), static_cast<long long>(t.total_steps));
+    w = ImGui::CalcTextSize(line).x + 32;
+  }
+  ImGui::SameLine(std::max(ImGui::GetCursorPosX() + 16, ImGui::GetWindowWidth() - w));
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  const float r = 4.5f;
+  ImGui::GetWindowDrawList()->AddCircleFilled(
+      ImVec2(p.x + r, p.y + ImGui::GetTextLineHeight() * 0.5f + 1), r, dot);
+  ImGui::Dummy(ImVec2(2 * r + 4, 1));
+  ImGui::SameLine();
+  ImGui::TextUnformatted(line);
+  if (!run.message.empty() && ImGui::IsItemHovered()) ImGui::SetTooltip("%s", run.message.c_str());
+}
+
+}  // namespace
+
+void Ui::draw_frame(AppState& app, const Snapshot& snap) {
+  const ImGuiIO& io = ImGui::GetIO();
+  float top = 0;
+  if (ImGui::BeginMainMenuBar()) {
+    top = ImGui::GetWindowHeight();
+    ImGui::TextUnformatted("Furnace 炼丹炉");
+    if (ImGui::BeginMenu("View")) {
+      for (int i = 0; i < kPanelCount; ++i)
+        ImGui::MenuItem(panel_title(static_cast<PanelId>(i)), nullptr, &app.open[i]);
+      ImGui::Separator();
+      if (ImGui::MenuItem("Reset layout")) laid_out_for = ImVec2(0, 0);
+      ImGui::EndMenu();
+    }
+    if (ImGui::BeginMenu("Run")) {
+      if (ImGui::MenuItem("Restart")) app.restart_requested = true;
+      if (ImGui::MenuItem("Stop")) app.stop_requested = true;
+      if (ImGui::MenuItem("New process (CUDA not initialised)")) app.new_process_requested = true;
+      ImGui::EndMenu();
+    }
+    draw_status(app, snap);
+    ImGui::EndMainMenuBar();
+  }
+
+  pipeline.update(snap, io.DeltaTime);
+
+  const bool relayout = laid_out_for.x != io.DisplaySize.x || laid_out_for.y != io.DisplaySize.y;
+  laid_out_for = io.DisplaySize;
+  const ImGuiWindowFlags solo_flags =
+      ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse;
+  for (int i = 0; i < kPanelCount; ++i) {
+    const auto id = static_cast<PanelId>(i);
+    if (app.solo ? *app.solo != id : !app.open[i]) continue;
+    if (app.solo) {
+      ImGui::SetNextWindowPos(ImVec2(0, top), ImGuiCond_Always);
+      ImGui::SetNextWindowSize(ImVec2(io.DisplaySize.x, io.DisplaySize.y - top), ImGuiCond_Always);
+    } else {
+      const Rect r = default_rect(id, io.DisplaySize, top);
+      const ImGuiCond cond = relayout ? ImGuiCond_Always : ImGuiCond_FirstUseEver;
+      ImGui::SetNextWindowPos(ImVec2(r.x, r.y), cond);
+      ImGui::SetNextWindowSize(ImVec2(r.w, r.h), cond);
+    }
+    const bool visible = ImGui::Begin(panel_title(id), app.solo ? nullptr : &app.open[i],
+                                      app.solo ? solo_flags : 0);
+    if (visible) {
+      switch (id) {
+        case PanelId::devices: devices.draw_frame(app, snap); break;
+        case PanelId::pipeline: pipeline.draw_frame(app, snap); break;
+        case PanelId::memory: memory.draw_frame(app, snap); break;
+        case PanelId::training: training.draw_frame(app, snap); break;
+        case PanelId::timeline: timeline.draw_frame(app, snap); break;
+        case PanelId::controls: controls.draw_frame(app, snap); break;
+      }
+    }
+    ImGui::End();
+  }
+}
+
+}  // namespace furnace::viz
