@@ -95,12 +95,17 @@ void print_summary(const TrainResult& r) {
                 format_size(m.peak_allocated_bytes).c_str(), format_size(m.peak_reserved_bytes).c_str());
   std::printf("  (reserved >= allocated: the caching allocator keeps freed blocks for reuse; "
               "nvidia-smi shows reserved plus the CUDA context)\n");
-  if (r.dp) {
-    std::printf("  (DataParallel: cuda:%d holds the master parameters, the summed gradients and the "
-                "optimizer state; cuda:%d the gathered outputs and the loss)\n",
-                r.dp->device_ids[0], r.dp->output_device);
-    print_dp_summary(*r.dp);
+  if (r.dp && r.dp->device_ids.size() > 1) {
+    if (r.dp->output_device == r.dp->device_ids[0])
+      std::printf("  (DataParallel: cuda:%d holds the master parameters, the summed gradients, the optimizer "
+                  "state, the gathered outputs and the loss, besides its replica's activations)\n",
+                  r.dp->device_ids[0]);
+    else
+      std::printf("  (DataParallel: cuda:%d holds the master parameters, the summed gradients and the "
+                  "optimizer state; cuda:%d the gathered outputs and the loss)\n",
+                  r.dp->device_ids[0], r.dp->output_device);
   }
+  if (r.dp) print_dp_summary(*r.dp);
 }
 
 nlohmann::json dp_json(const DpReport& dp) {

@@ -117,7 +117,7 @@ TEST_F(Screenshot, AMaskedProcessStillShowsEveryPhysicalGpu) {
 TEST_F(Screenshot, TheWholeWindowRendersWhileTraining) {
   const std::string png = (dir_ / "all.png").string();
   const std::string data = std::string(FURNACE_TEST_DATA_DIR) + "/fashion-mnist";
-  ASSERT_EQ(viz("--topology dgx-h100 --data " + data + " --hidden 64 --batch 100 --epochs 1 --wait-steps 3 "
+  ASSERT_EQ(viz("--topology dgx-h100 --training-priority normal --data " + data + " --hidden 64 --batch 100 --epochs 1 --wait-steps 3 "
                 "--frames 10 --frame-stats --screenshot " + png), 0);
   const Image img = load_png(png);
   EXPECT_EQ(img.w, 1280);

@@ -8,6 +8,7 @@
 #include <cfloat>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <thread>
@@ -49,6 +50,7 @@ struct Options {
   bool paused = false;
   bool no_cjk = false;
   std::string stage;
+  std::string training_priority = "idle";
 };
 
 double seconds_since(Clock::time_point t0) {
@@ -78,6 +80,34 @@ bool write_screenshot(const std::string& path, int w, int h) {
   }
   png_destroy_write_struct(png ? &png : nullptr, info ? &info : nullptr);
   return std::fclose(f) == 0 && ok;
+}
+
+// A 64-bit hash of everything that decides the picture: vertices, indices, commands, size.
+uint64_t hash_draw_data(const ImDrawData* dd, int w, int h) {
+  uint64_t x = 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(w) << 32 | static_cast<uint32_t>(h));
+  auto mix = [&x](const void* data, size_t bytes) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    uint64_t v = 0;
+    for (; bytes >= 8; bytes -= 8, p += 8) {
+      std::memcpy(&v, p, 8);
+      x = (x ^ v) * 0x100000001B3ull;
+      x ^= x >> 29;
+    }
+    v = 0;
+    std::memcpy(&v, p, bytes);
+    x = (x ^ v ^ bytes) * 0x100000001B3ull;
+  };
+  for (int i = 0; i < dd->CmdListsCount; ++i) {
+    const ImDrawList* cl = dd->CmdLists[i];
+    mix(cl->VtxBuffer.Data, static_cast<size_t>(cl->VtxBuffer.Size) * sizeof(ImDrawVert));
+    mix(cl->IdxBuffer.Data, static_cast<size_t>(cl->IdxBuffer.Size) * sizeof(ImDrawIdx));
+    for (const ImDrawCmd& c : cl->CmdBuffer) {
+      const float f[6] = {c.ClipRect.x, c.ClipRect.y, c.ClipRect.z, c.ClipRect.w,
+                          static_cast<float>(c.ElemCount), static_cast<float>(c.IdxOffset)};
+      mix(f, sizeof f);
+    }
+  }
+  return x;
 }
 
 int run(const Options& o) {
@@ -113,6 +143,8 @@ int run(const Options& o) {
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
   glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
   glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GL_TRUE);
+  glfwWindowHint(GLFW_DEPTH_BITS, 0);  // ImGui draws 2D only: no depth or stencil buffer to keep
+  glfwWindowHint(GLFW_STENCIL_BITS, 0);
   GLFWwindow* window = glfwCreateWindow(width, height, "Furnace 炼丹炉 - furnace-viz", nullptr, nullptr);
   if (!window) {
     std::fprintf(stderr, "furnace-viz: cannot create an OpenGL 3.3 window (see the GLFW error above)\n");
@@ -161,7 +193,10 @@ int run(const Options& o) {
 
   int rc = 0;
   {
-    furnace::viz::Controller controller(app, !o.paused);
+    using Priority = furnace::viz::Runner::Priority;
+    const Priority priority = o.training_priority == "normal" ? Priority::normal
+                              : o.training_priority == "low" ? Priority::low : Priority::idle;
+    furnace::viz::Controller controller(app, !o.paused, priority);
     furnace::viz::Ui ui;
     bool stage_set = false;
     furnace::viz::FrameStats work_ms, interval_ms, ui_ms, gl_ms;
@@ -169,7 +204,10 @@ int run(const Options& o) {
     auto last_frame = t_start;
     const double period = o.fps > 0 ? 1.0 / o.fps : 0.0;
     constexpr int kWarmup = 30;  // font upload, first layout, dataset loading
-    int frame = 0, counted = 0, last_vertices = 0, last_indices = 0;
+    int frame = 0, counted = 0, last_vertices = 0, last_indices = 0, drawn = 0, skipped = 0;
+    uint64_t last_hash = 0;
+    auto last_draw = t_start, shown_at = t_start;
+    double shown_ms = 0;
     bool waiting = o.wait_steps > 0;
     while (!glfwWindowShouldClose(window)) {
       const auto t0 = Clock::now();
@@ -195,11 +233,20 @@ int run(const Options& o) {
       const auto t_gl = Clock::now();
       int fb_w = 0, fb_h = 0;
       glfwGetFramebufferSize(window, &fb_w, &fb_h);
-      glViewport(0, 0, fb_w, fb_h);
-      const ImVec4 bg = ImGui::ColorConvertU32ToFloat4(furnace::viz::colors::kPanel);
-      glClearColor(bg.x, bg.y, bg.z, 1.0f);
-      glClear(GL_COLOR_BUFFER_BIT);
-      ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+      // A frame whose draw data equals the previous one's is not drawn again: the window keeps
+      // showing it (redrawn at least twice a second, for expose events). With a software renderer
+      // that leaves the CPU to training whenever the picture holds still.
+      const uint64_t hash = hash_draw_data(ImGui::GetDrawData(), fb_w, fb_h);
+      const bool redraw = hash != last_hash || seconds_since(last_draw) > 0.5 || frame == 0;
+      if (redraw) {
+        glViewport(0, 0, fb_w, fb_h);
+        const ImVec4 bg = ImGui::ColorConvertU32ToFloat4(furnace::viz::colors::kPanel);
+        glClearColor(bg.x, bg.y, bg.z, 1.0f);
+        glClear(GL_COLOR_BUFFER_BIT);
+        ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+        last_hash = hash;
+        last_draw = Clock::now();
+      }
       last_vertices = ImGui::GetDrawData()->TotalVtxCount;
       last_indices = ImGui::GetDrawData()->TotalIdxCount;
 
@@ -210,6 +257,7 @@ int run(const Options& o) {
       }
       const bool last = !waiting && o.frames > 0 && counted + 1 >= o.frames;
       if (last && !o.screenshot.empty()) {
+        if (!redraw) ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());  // the back buffer is stale
         glFinish();
         if (!write_screenshot(o.screenshot, fb_w, fb_h)) {
           std::fprintf(stderr, "furnace-viz: cannot write %s\n", o.screenshot.c_str());
@@ -218,11 +266,17 @@ int run(const Options& o) {
           std::printf("screenshot: %s (%dx%d, frame %d)\n", o.screenshot.c_str(), fb_w, fb_h, frame + 1);
         }
       }
-      glfwSwapBuffers(window);
+      if (redraw) glfwSwapBuffers(window);
       const auto t1 = Clock::now();
       const double work = std::chrono::duration<double, std::milli>(t1 - t0).count();
-      app.frame_ms = static_cast<float>(work);
+      shown_ms = std::max(shown_ms, work);
+      if (seconds_since(shown_at) > 0.5) {  // the status line: the slowest frame of the last half second
+        app.frame_ms = static_cast<float>(shown_ms);
+        shown_ms = 0;
+        shown_at = Clock::now();
+      }
       if (!waiting && frame >= kWarmup) {
+        ++(redraw ? drawn : skipped);
         work_ms.add(work);
         ui_ms.add(std::chrono::duration<double, std::milli>(t_gl - t_ui).count());
         gl_ms.add(std::chrono::duration<double, std::milli>(t1 - t_gl).count());
@@ -240,12 +294,12 @@ int run(const Options& o) {
                   "  frame time (poll to swap)  p50 %.2f ms  p99 %.2f ms  max %.2f ms\n"
                   "  frame interval             p50 %.2f ms  p99 %.2f ms  (target %.1f ms)\n"
                   "  of which UI (NewFrame..Render) p50 %.2f ms  p99 %.2f ms; GL draw + swap p50 %.2f ms  p99 %.2f ms\n"
-                  "  last frame: %d vertices, %d triangles\n",
+                  "  last frame: %d vertices, %d triangles; %d frames drawn, %d unchanged (not redrawn)\n",
                   work_ms.count(), kWarmup, s.devices.size(), static_cast<long long>(s.training.global_step),
                   furnace::viz::run_state_name(s.run.state), work_ms.percentile(50), work_ms.percentile(99),
                   work_ms.max(), interval_ms.percentile(50), interval_ms.percentile(99),
                   period > 0 ? 1000 * period : 0.0, ui_ms.percentile(50), ui_ms.percentile(99),
-                  gl_ms.percentile(50), gl_ms.percentile(99), last_vertices, last_indices / 3);
+                  gl_ms.percentile(50), gl_ms.percentile(99), last_vertices, last_indices / 3, drawn, skipped);
     }
     if (controller.snapshot().run.state == furnace::viz::RunStatus::State::failed)
       std::fprintf(stderr, "furnace-viz: the run failed: %s\n", controller.snapshot().run.message.c_str());
@@ -283,6 +337,9 @@ int main(int argc, char** argv) {
   cli.add_option_function<std::string>("--order", [&o](const std::string& v) { o.order = v; },
                                        "CUDA_DEVICE_ORDER: FASTEST_FIRST or PCI_BUS_ID (default: this shell's)");
   cli.add_option("--step-delay-ms", o.step_delay_ms, "sleep after each training step (a control)")->capture_default_str();
+  cli.add_option("--training-priority", o.training_priority,
+                 "idle (trains on CPU time the UI leaves: smooth frames), low, or normal")
+      ->capture_default_str()->check(CLI::IsMember({"idle", "low", "normal"}));
   cli.add_flag("--paused", o.paused, "start a process that has not used CUDA yet; Run > Restart trains");
   cli.add_option("--trace-file", o.trace_file, "open a Chrome trace in the Timeline (furnace train --trace; "
                                               "dropping a file on the window works too)");

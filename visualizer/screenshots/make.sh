@@ -5,8 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 viz=${1:-build/release/visualizer/furnace-viz}
 out=visualizer/screenshots
-shot() { xvfb-run -a -s "-screen 0 1280x800x24" "$viz" "$@"; }
-shot --topology dgx-h100 --parallel dp --wait-steps 60 --frames 30 --stage gather --screenshot $out/overview.png
+shot() { xvfb-run -a -s "-screen 0 1280x800x24" "$viz" --training-priority normal "$@"; }
+shot --topology dgx-h100 --parallel dp --wait-steps 60 --frames 30 --stage scatter --screenshot $out/overview.png
 shot --topology workstation-4x3090 --visible 2,0,-1,1 --paused --panel devices --size 900x400 --frames 30 --screenshot $out/devices.png
 shot --topology dgx-h100 --parallel dp --device-ids 0,1,2,3 --panel pipeline --size 960x440 --wait-steps 40 --frames 30 --stage reduce --screenshot $out/pipeline.png
 shot --topology dgx-h100 --parallel dp --panel memory --size 960x460 --wait-steps 60 --frames 60 --screenshot $out/memory.png

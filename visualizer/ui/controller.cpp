@@ -54,8 +54,8 @@ Environment environment_of(const EnvState& env) {
   return e;
 }
 
-Controller::Controller(AppState& app, bool autostart)
-    : runner_(std::make_unique<Runner>(feed_)) {
+Controller::Controller(AppState& app, bool autostart, Runner::Priority priority)
+    : runner_(std::make_unique<Runner>(feed_, priority)) {
   new_process(app);
   if (autostart) start_training(app);
   refresh_visibility(app);

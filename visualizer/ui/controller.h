@@ -27,7 +27,9 @@ Environment environment_of(const EnvState& env);
 class Controller {
  public:
   // Starts a process for `app`'s scenario; when `autostart`, training starts at once.
-  explicit Controller(AppState& app, bool autostart = true);
+  // `priority`: the training thread's (furnace-viz runs it at Runner::Priority::idle).
+  explicit Controller(AppState& app, bool autostart = true,
+                      Runner::Priority priority = Runner::Priority::normal);
   ~Controller();
 
   // Once a frame, before drawing: pull the feed, carry out requests, refresh the visibility.

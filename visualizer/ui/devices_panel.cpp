@@ -10,8 +10,8 @@
 #include <imgui.h>
 #include <imgui_stdlib.h>  // defines: ImGui::InputText for std::string
 
-#include "panels.h"
-#include "theme.h"
+#include "panels.h"  // defines: the panel structs, Ui, human_bytes, short_gpu_name
+#include "theme.h"   // defines: colors::*, stage_color, with_alpha
 
 namespace furnace::viz {
 namespace {

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "panels.h"
-#include "theme.h"
+#include "panels.h"  // defines: the panel structs, Ui, human_bytes, short_gpu_name
+#include "theme.h"   // defines: colors::*, stage_color, with_alpha
 
 namespace furnace::viz {
 namespace {
@@ -95,6 +95,10 @@ void MemoryPanel::draw_frame(AppState& /*app*/, const Snapshot& snap) {
       continue;
     }
     const float row_h = 2 * line + 10;
+    if (!ImGui::IsRectVisible(o, ImVec2(o.x + width, o.y + row_h))) {  // scrolled away: space only
+      ImGui::Dummy(ImVec2(width, row_h + 4));
+      continue;
+    }
     // Label.
     std::snprintf(buf, sizeof buf, "GPU %d", d.index);
     dl->AddText(o, colors::kText, buf);

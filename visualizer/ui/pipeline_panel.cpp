@@ -8,8 +8,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "panels.h"
-#include "theme.h"
+#include "panels.h"  // defines: the panel structs, Ui, human_bytes, short_gpu_name
+#include "theme.h"   // defines: colors::*, stage_color, with_alpha
 
 namespace furnace::viz {
 namespace {
@@ -17,9 +17,12 @@ namespace {
 ImVec2 lerp(ImVec2 a, ImVec2 b, float t) { return ImVec2(a.x + (b.x - a.x) * t, a.y + (b.y - a.y) * t); }
 
 void token(ImDrawList* dl, ImVec2 c, ImU32 col, const char* label, float w = 34, float h = 18) {
-  dl->AddRectFilled(ImVec2(c.x - w * 0.5f, c.y - h * 0.5f), ImVec2(c.x + w * 0.5f, c.y + h * 0.5f), col);
+  const ImVec2 a(c.x - w * 0.5f, c.y - h * 0.5f), b(c.x + w * 0.5f, c.y + h * 0.5f);
+  dl->AddRectFilled(a, b, col);
   const ImVec2 s = ImGui::CalcTextSize(label);
+  dl->PushClipRect(a, b, true);
   dl->AddText(ImVec2(c.x - s.x * 0.5f, c.y - s.y * 0.5f), colors::rgb(20, 20, 24), label);
+  dl->PopClipRect();
 }
 
 }  // namespace
@@ -121,7 +124,6 @@ void PipelinePanel::draw_frame(AppState& /*app*/, const Snapshot& /*snap*/) {
     const int i = dev_index(device);
     return ImVec2(x0 + static_cast<float>(i) * (box_w + gap) + box_w * 0.5f, dev_y);
   };
-  auto dev_mid = [&](int device) { ImVec2 t = dev_top(device); return ImVec2(t.x, t.y + box_h * 0.5f); };
   const ImVec2 hub_top = dev_top(hub);
 
   // Host and devices.
@@ -167,10 +169,18 @@ void PipelinePanel::draw_frame(AppState& /*app*/, const Snapshot& /*snap*/) {
   switch (st.kind) {
     case StageKind::host_to_device:
     case StageKind::scatter:
-      for (const PhaseSpan& s : st.spans) {
-        std::snprintf(buf, sizeof buf, "%s", s.copy_bytes ? human_bytes(static_cast<double>(s.copy_bytes)).c_str() : "x");
-        const float w = std::max(40.0f, ImGui::CalcTextSize(buf).x + 10);
-        token(dl, lerp(host_c, dev_top(s.device), p), col, buf, w);
+      for (size_t i = 0; i < st.spans.size(); ++i) {  // chunk i leaves its slice of the batch
+        const PhaseSpan& s = st.spans[i];
+        const double kib = static_cast<double>(s.copy_bytes) / 1024.0;
+        if (n >= 5)  // narrow boxes: "98K"
+          std::snprintf(buf, sizeof buf, kib >= 1024 ? "%.0fM" : "%.0fK", kib >= 1024 ? kib / 1024 : kib);
+        else
+          std::snprintf(buf, sizeof buf, "%s", s.copy_bytes ? human_bytes(static_cast<double>(s.copy_bytes)).c_str() : "x");
+        const float slice = (host_b.x - host_a.x) / static_cast<float>(st.spans.size());
+        const ImVec2 from(host_a.x + slice * (static_cast<float>(i) + 0.5f), host_b.y);
+        const float room = std::max(slice, (box_w + gap) * p) - 3;
+        const float w = std::min(ImGui::CalcTextSize(buf).x + 10, std::max(room, 12.0f));
+        token(dl, lerp(from, dev_top(s.device), p), col, buf, w);
       }
       break;
     case StageKind::replicate:
@@ -212,7 +222,6 @@ void PipelinePanel::draw_frame(AppState& /*app*/, const Snapshot& /*snap*/) {
       for (const PhaseSpan& s : st.spans) token(dl, ImVec2(dev_top(s.device).x, dev_top(s.device).y - 14), with_alpha(col, p), st.name, ImGui::CalcTextSize(st.name).x + 12);
       break;
   }
-  (void)dev_mid;
   ImGui::Dummy(ImVec2(width, height));
 
   // ---- the stage strip, to scale ----------------------------------------------------------

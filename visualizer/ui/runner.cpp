@@ -2,6 +2,8 @@
 // step (and while sleeping the per-step delay).
 #include "runner.h"
 
+#include <pthread.h>       // defines: pthread_setschedparam
+#include <sched.h>         // defines: SCHED_IDLE
 #include <sys/resource.h>  // defines: setpriority
 #include <sys/syscall.h>   // defines: SYS_gettid
 #include <unistd.h>
@@ -26,8 +28,8 @@ std::string describe_scenario(const Scenario& sc) {
   return os.str();
 }
 
-Runner::Runner(LiveFeed& feed, int nice, int blas_threads)
-    : feed_(feed), nice_(nice), blas_threads_(blas_threads), thread_([this] { loop(); }) {}
+Runner::Runner(LiveFeed& feed, Priority priority, int blas_threads)
+    : feed_(feed), priority_(priority), blas_threads_(blas_threads), thread_([this] { loop(); }) {}
 
 Runner::~Runner() {
   {
@@ -62,7 +64,13 @@ void Runner::stop() {
 void Runner::loop() {
   // Training yields to the UI: a lower priority for this thread and the threads it starts
   // (DataParallel's workers inherit it), so frames stay on time while the CPU is busy.
-  if (nice_ > 0) setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), nice_);
+  if (priority_ == Priority::idle) {
+    sched_param param{};
+    if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &param) != 0)
+      setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
+  } else if (priority_ == Priority::low) {
+    setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
+  }
   for (;;) {
     RunRequest request;
     int generation = 0;

@@ -27,10 +27,13 @@ std::string describe_scenario(const Scenario& sc);
 
 class Runner {
  public:
-  // `nice`: the training thread's niceness (Linux, per thread; inherited by the threads it
-  // starts). `blas_threads`: OpenBLAS threads for the simulator's GEMMs while training (0: leave
-  // as is); 1 leaves the other cores to the UI and the software renderer.
-  explicit Runner(LiveFeed& feed, int nice = 5, int blas_threads = 1);
+  // How the training thread (and the threads it starts, which inherit it) competes for the CPU:
+  // `normal`; `low` (nice 10); `idle` (Linux SCHED_IDLE: it runs only on time the UI and the
+  // software renderer leave, so frames stay on time; on a saturated machine training crawls).
+  enum class Priority { normal, low, idle };
+  // `blas_threads`: OpenBLAS threads for the simulator's GEMMs while training (0: leave as is);
+  // 1 leaves the other cores to the UI.
+  explicit Runner(LiveFeed& feed, Priority priority = Priority::normal, int blas_threads = 1);
   ~Runner();  // stops the current run and joins the thread
   Runner(const Runner&) = delete;
   Runner& operator=(const Runner&) = delete;
@@ -58,7 +61,7 @@ class Runner {
   int generation_ = 0;
   std::atomic<double> delay_s_{0.0};
   std::atomic<bool> busy_{false};
-  int nice_ = 0;
+  Priority priority_ = Priority::normal;
   int blas_threads_ = 0;
   std::thread thread_;  // last: starts once everything above is set
 };

@@ -16,6 +16,11 @@ std::string first_existing(const char* env, std::initializer_list<const char*> c
 
 ImVec4 v4(ImU32 c) { return ImGui::ColorConvertU32ToFloat4(c); }
 
+// Latin, Greek, punctuation, arrows, the math symbols of the pipeline (sum, nabla, partial) and
+// geometric shapes. ImGui keeps a pointer to it until the atlas is built, hence namespace scope.
+constexpr ImWchar kLatinRanges[] = {0x0020, 0x00FF, 0x0370, 0x03FF, 0x2010, 0x205E, 0x2190, 0x21FF,
+                                    0x2200, 0x22FF, 0x25A0, 0x25FF, 0};
+
 }  // namespace
 
 ImU32 stage_color(StageKind k) {
@@ -88,10 +93,7 @@ FontReport load_fonts(ImGuiIO& io, float size_px, bool cjk) {
     cfg.OversampleH = 1;  // glyphs at their exact pixel size: the app samples the atlas NEAREST
     cfg.OversampleV = 1;
     cfg.PixelSnapH = true;
-    // Latin, Greek (the sum and nabla of the pipeline) and the arrows and symbols we draw.
-    static const ImWchar ranges[] = {0x0020, 0x00FF, 0x0370, 0x03FF, 0x2190, 0x21FF,
-                                     0x2200, 0x22FF, 0x2010, 0x205E, 0x25A0, 0x25FF, 0};
-    base = io.Fonts->AddFontFromFileTTF(r.latin.c_str(), size_px, &cfg, ranges);
+    base = io.Fonts->AddFontFromFileTTF(r.latin.c_str(), size_px, &cfg, kLatinRanges);
     if (!base) r.latin.clear();
   }
   if (!base) {

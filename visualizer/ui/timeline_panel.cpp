@@ -10,8 +10,8 @@
 #include <imgui.h>
 #include <imgui_stdlib.h>  // defines: ImGui::InputText for std::string
 
-#include "panels.h"
-#include "theme.h"
+#include "panels.h"  // defines: the panel structs, Ui, human_bytes, short_gpu_name
+#include "theme.h"   // defines: colors::*, stage_color, with_alpha
 
 namespace furnace::viz {
 namespace {
@@ -114,7 +114,14 @@ void TimelinePanel::draw_frame(AppState& app, const Snapshot& snap) {
     view_span = std::max(span, 1e-9);
     view_start = live ? data.t_max - view_span : data.t_min;
   }
-  if (live && follow) view_start = data.t_max - view_span;
+  if (live && follow) {  // the right edge on the end of the newest complete step: it moves once a step
+    double end = data.t_max;
+    if (!snap.steps.empty()) {
+      end = 0;
+      for (const PhaseSpan& p : snap.steps.back().spans) end = std::max(end, p.start + p.dur);
+    }
+    view_start = end + 0.05 * view_span - view_span;
+  }
 
   const float line = ImGui::GetTextLineHeight();
   const float label_w = std::min(170.0f, ImGui::GetContentRegionAvail().x * 0.2f);
@@ -140,7 +147,6 @@ void TimelinePanel::draw_frame(AppState& app, const Snapshot& snap) {
   ImGui::Dummy(ImVec2(width, line + 6));
 
   // Interaction on the whole track area.
-  const ImVec2 area_a = ImGui::GetCursorScreenPos();
   const float area_h = std::max(ImGui::GetContentRegionAvail().y, row_h);
   ImGui::BeginChild("##tracks", ImVec2(width, area_h), false, ImGuiWindowFlags_NoScrollWithMouse);
   const ImGuiIO& io = ImGui::GetIO();
@@ -238,7 +244,6 @@ void TimelinePanel::draw_frame(AppState& app, const Snapshot& snap) {
                       human_seconds(hover->dur).c_str(), extra.c_str());
   }
   ImGui::EndChild();
-  (void)area_a;
 }
 
 }  // namespace furnace::viz

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "furnace/error.h"
+#include "furnace/error.h"  // defines: FURNACE_CHECK, FURNACE_FAIL
 
 namespace furnace::viz {
 namespace {

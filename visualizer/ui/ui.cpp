@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "panels.h"
-#include "theme.h"
+#include "panels.h"  // defines: the panel structs, Ui, human_bytes, short_gpu_name
+#include "theme.h"   // defines: colors::*, stage_color, with_alpha
 
 namespace furnace::viz {
 

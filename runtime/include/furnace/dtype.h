@@ -13,6 +13,7 @@ namespace furnace {
 enum class DType : uint8_t { f32, f16, bf16, i32, u8 };
 
 size_t dtype_size(DType t);
+inline bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
 std::string_view dtype_name(DType t);  // "float32", "float16", "bfloat16", "int32", "uint8"
 
 // IEEE 754 binary16.

@@ -28,7 +28,11 @@ class Linear {
   int device() const { return device_; }
   Tensor forward(OpContext& ctx, const Tensor& x);               // keeps x for backward
   Tensor backward(OpContext& ctx, const Tensor& dout, bool need_dinp);  // accumulates grads
-  void release_activations() { input_ = Tensor(); }
+  void release_activations() {
+    input_ = Tensor();
+    weight_half_ = Tensor();
+    bias_half_ = Tensor();
+  }
 
   int in_features, out_features;
   Tensor weight;       // (out, in)
@@ -40,6 +44,7 @@ class Linear {
   Runtime& rt_;
   int device_;
   Tensor input_;  // (B, in) saved by forward
+  Tensor weight_half_, bias_half_;  // autocast's 16-bit copies of the parameters, kept for backward
 };
 
 // torch.nn.Sequential of Linear layers with ReLU between them: sizes {784, 512, 512, 10}.

@@ -12,11 +12,15 @@
 
 namespace furnace {
 
-// Where an op runs: a runtime, a device ordinal and a stream.
+// Where an op runs: a runtime, a device ordinal and a stream. Device -1 is the host: the ops then
+// take cpu tensors and model no GPU time (a module on the CPU, as with no visible GPU).
 struct OpContext {
   Runtime& rt;
   int device = 0;
   int stream = 0;
+  // torch.autocast state: f32 = off; f16 or bf16 = linear layers run in that dtype (their
+  // inputs and a copy of their parameters cast to it), losses stay in f32.
+  DType autocast = DType::f32;
 };
 
 namespace ops {

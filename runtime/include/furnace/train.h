@@ -15,6 +15,14 @@
 
 namespace furnace {
 
+// GradScaler's constructor arguments (furnace/amp.h), kept here so train.h needs no amp include.
+struct GradScalerSettings {
+  double init_scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+};
+
 struct Scenario {
   std::string topology = "laptop-4060";  // name in data/topologies or a path to a .toml
   std::string backend = "sim";
@@ -43,6 +51,15 @@ struct Scenario {
   std::string parallel = "none";
   std::optional<std::vector<int>> device_ids;  // relative to the visible devices; unset: all
   std::optional<int> output_device;            // unset: device_ids[0]
+  // Mixed precision: "off", "fp16" (autocast to float16 with a GradScaler) or "bf16" (autocast to
+  // bfloat16, no scaler needed: bf16 has fp32's range).
+  std::string amp = "off";
+  GradScalerSettings scaler;
+  int accum = 1;            // micro-batches per optimizer step; each loss is divided by accum
+  bool accum_divide = true; // false reproduces the article's snippet (no division): M times the lr
+  int workers = 0;          // DataLoader num_workers
+  int prefetch_factor = -1; // -1: None (2 per worker)
+  bool pin_memory = false;  // pinned batches: host-to-device copies at pinned bandwidth
   bool track_accuracy = false;  // report each training batch's accuracy in Progress (one extra
                                 // argmax kernel per step, as `(out.argmax(1) == y).sum()`)
 
@@ -95,6 +112,11 @@ struct TrainResult {
   int64_t parameters = 0;
   std::vector<DeviceMemoryReport> memory;
   std::optional<DpReport> dp;  // set by --parallel dp
+  std::string amp = "off";
+  int accum = 1;
+  int64_t skipped_steps = 0;           // fp16: optimizer steps skipped (inf/NaN gradients)
+  double final_loss_scale = 1;
+  double modelled_step_s = 0;          // modelled GPU seconds per optimizer step
 };
 
 struct Progress {
@@ -106,6 +128,8 @@ struct Progress {
   double samples_per_s = 0;
   double eta_s = 0;
   bool epoch_done = false;
+  double loss_scale = 1;        // GradScaler's scale (fp16), 1 otherwise
+  int64_t skipped_steps = 0;    // optimizer steps skipped because of inf/NaN gradients so far
 };
 
 using ProgressFn = std::function<void(const Progress&)>;

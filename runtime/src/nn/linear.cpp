@@ -23,10 +23,30 @@ void Linear::to(OpContext& ctx, int device) {
   device_ = device;
 }
 
+namespace {
+// x.to(dt): a new tensor on the same device, or x itself when it already has that dtype.
+Tensor cast_to(OpContext& ctx, const Tensor& x, DType dt) {
+  if (x.dtype() == dt) return x;
+  Tensor out = Tensor::empty(ctx.rt, x.device(), x.shape(), dt);
+  ops::cast(ctx, out, x);
+  return out;
+}
+}  // namespace
+
 Tensor Linear::forward(OpContext& ctx, const Tensor& x) {
-  Tensor out = Tensor::empty(rt_, Device::at(device_), {x.size(0), out_features});
-  ops::linear_forward(ctx, out, x, weight, bias);
-  input_ = x;
+  const DType dt = is_half(ctx.autocast) ? ctx.autocast : DType::f32;
+  Tensor in = cast_to(ctx, x, dt);
+  const Tensor* w = &weight;
+  const Tensor* b = &bias;
+  if (dt != DType::f32) {  // autocast: linear runs on 16-bit copies of the fp32 master parameters
+    weight_half_ = cast_to(ctx, weight, dt);
+    bias_half_ = cast_to(ctx, bias, dt);
+    w = &weight_half_;
+    b = &bias_half_;
+  }
+  Tensor out = Tensor::empty(rt_, Device::at(device_), {x.size(0), out_features}, dt);
+  ops::linear_forward(ctx, out, in, *w, *b);
+  input_ = in;
   return out;
 }
 
@@ -38,9 +58,16 @@ Tensor Linear::backward(OpContext& ctx, const Tensor& dout, bool need_dinp) {
     ops::zero(ctx, grad_weight);
     ops::zero(ctx, grad_bias);
   }
+  // Under autocast the forward ran in 16 bits: the incoming gradient is cast to match (the
+  // backward of the cast that fed the loss), and the weight copy from forward is used.
+  const DType dt = input_.dtype();
+  Tensor g = cast_to(ctx, dout, dt);
+  const Tensor& w = dt == DType::f32 ? weight : weight_half_;
   Tensor dinp;
-  if (need_dinp) dinp = Tensor::empty(rt_, Device::at(device_), input_.shape());
-  ops::linear_backward(ctx, need_dinp ? &dinp : nullptr, grad_weight, grad_bias, dout, input_, weight);
+  if (need_dinp) dinp = Tensor::empty(rt_, Device::at(device_), input_.shape(), dt);
+  ops::linear_backward(ctx, need_dinp ? &dinp : nullptr, grad_weight, grad_bias, g, input_, w);
+  weight_half_ = Tensor();
+  bias_half_ = Tensor();
   return dinp;
 }
 

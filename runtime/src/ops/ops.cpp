@@ -42,7 +42,6 @@ void account(OpContext& ctx, const char* name, double flops, double bytes, DType
 
 constexpr double kF = sizeof(float);
 
-bool is_half(DType t) { return t == DType::f16 || t == DType::bf16; }
 
 }  // namespace
 

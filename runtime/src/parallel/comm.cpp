@@ -75,7 +75,8 @@ std::vector<Tensor> unflatten_dense_tensors(const Tensor& flat, const std::vecto
     out.push_back(flat.narrow(0, offset, t.numel()).reshape(t.shape()));
     offset += t.numel();
   }
-  FURNACE_ASSERT(offset == flat.numel()) << "unflatten: " << offset << " of " << flat.numel() << " elements";
+  FURNACE_ASSERT(offset == flat.numel())
+      << "unflatten: " << offset << " of " << flat.numel() << " elements";
   return out;
 }
 
@@ -115,7 +116,8 @@ Tensor reduce_add(OpContext& ctx, const std::vector<Tensor>& inputs, int destina
         << "input " << i << " has invalid size: got " << sizes_text(inputs[i].shape())
         << ", but expected " << sizes_text(inputs[0].shape());
   }
-  FURNACE_CHECK(root >= 0) << "reduce_add expects destination to be on the same GPU with one of the tensors";
+  FURNACE_CHECK(root >= 0)
+      << "reduce_add expects destination to be on the same GPU with one of the tensors";
   if (inputs.size() == 1) return inputs[0];
   // result = root + other[0].to(destination); result.add_(other[i].to(destination)) for the rest.
   std::vector<Tensor> terms{inputs[static_cast<size_t>(root)]};
@@ -132,7 +134,8 @@ std::vector<Tensor> coalesce_for_reduce(OpContext& ctx, const std::vector<Tensor
     std::vector<Tensor> parts;
     for (size_t i : bucket) {
       FURNACE_CHECK(tensors[i].device() == Device::cuda(ctx.device))
-          << "reduce_add_coalesced: a tensor of cuda:" << ctx.device << "'s list is on " << tensors[i].device().str();
+          << "reduce_add_coalesced: a tensor of cuda:" << ctx.device << "'s list is on "
+          << tensors[i].device().str();
       parts.push_back(tensors[i]);
     }
     flats.push_back(flatten_dense_tensors(ctx, parts));
@@ -140,7 +143,8 @@ std::vector<Tensor> coalesce_for_reduce(OpContext& ctx, const std::vector<Tensor
   return flats;
 }
 
-std::vector<Tensor> reduce_add_flattened(OpContext& ctx, const std::vector<std::vector<Tensor>>& flats,
+std::vector<Tensor> reduce_add_flattened(OpContext& ctx,
+                                         const std::vector<std::vector<Tensor>>& flats,
                                          const std::vector<Tensor>& like, int destination,
                                          size_t buffer_size) {
   FURNACE_CHECK(!flats.empty()) << "reduce_add_coalesced expects inputs from at least one device";
@@ -149,7 +153,8 @@ std::vector<Tensor> reduce_add_flattened(OpContext& ctx, const std::vector<std::
   for (size_t b = 0; b < buckets.size(); ++b) {
     std::vector<Tensor> per_device, parts;
     for (const auto& f : flats) {
-      FURNACE_CHECK(f.size() == buckets.size()) << "reduce_add_coalesced: every device must give " << like.size() << " tensors";
+      FURNACE_CHECK(f.size() == buckets.size())
+          << "reduce_add_coalesced: every device must give " << like.size() << " tensors";
       per_device.push_back(f[b]);
     }
     for (size_t i : buckets[b]) parts.push_back(like[i]);
@@ -168,7 +173,8 @@ std::vector<Tensor> reduce_add_coalesced(OpContext& ctx,
   for (const auto& per_device : inputs) {
     FURNACE_CHECK(per_device.size() == inputs[0].size())
         << "reduce_add_coalesced: every device must give " << inputs[0].size() << " tensors";
-    FURNACE_CHECK(!per_device.empty() && per_device[0].device().is_cuda()) << "reduce_add expects all inputs to be on GPUs";
+    FURNACE_CHECK(!per_device.empty() && per_device[0].device().is_cuda())
+        << "reduce_add expects all inputs to be on GPUs";
     OpContext dev = on(ctx, per_device[0].device().index);
     flats.push_back(coalesce_for_reduce(dev, per_device, buffer_size));
   }

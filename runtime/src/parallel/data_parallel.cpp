@@ -15,7 +15,8 @@ namespace {
 // _check_balance: a warning, not an error. get_device_properties raises "Invalid device id" for
 // an id outside the visible devices; then total_memory, and only if that is balanced
 // multi_processor_count, are compared: min / max < 0.75 warns (first minimum, first maximum).
-void check_balance(Runtime& rt, const std::vector<int>& ids, const std::function<void(const std::string&)>& warn) {
+void check_balance(Runtime& rt, const std::vector<int>& ids,
+                   const std::function<void(const std::string&)>& warn) {
   std::vector<const GpuSpec*> props;
   for (int id : ids) {
     FURNACE_CHECK(id >= 0 && id < rt.device_count()) << "Invalid device id";
@@ -30,7 +31,8 @@ void check_balance(Runtime& rt, const std::vector<int>& ids, const std::function
     if (!(value(*props[lo]) / value(*props[hi]) < 0.75)) return false;
     warn("\n    There is an imbalance between your GPUs. You may want to exclude GPU " +
          std::to_string(ids[lo]) + " which\n    has less than 75% of the memory or cores of GPU " +
-         std::to_string(ids[hi]) + ". You can do so by setting\n    the device_ids argument to "
+         std::to_string(ids[hi]) +
+         ". You can do so by setting\n    the device_ids argument to "
          "DataParallel, or by setting the CUDA_VISIBLE_DEVICES\n    environment variable.");
     return true;
   };
@@ -54,7 +56,8 @@ std::vector<int> resolve_ids(Runtime& rt, const std::optional<std::vector<int>>&
   return all;
 }
 
-int resolve_output(Runtime& rt, const std::vector<int>& ids, const std::optional<int>& output_device) {
+int resolve_output(Runtime& rt, const std::vector<int>& ids,
+                   const std::optional<int>& output_device) {
   if (rt.device_count() == 0) return -1;
   // output_device = device_ids[0] when not given; src_device_obj reads device_ids[0] either way.
   FURNACE_CHECK(!ids.empty()) << "list index out of range";
@@ -118,7 +121,8 @@ Tensor DataParallel::forward(OpContext& ctx, const Tensor& input) {
     return out;
   }
   shortcut_ = false;
-  used_devices_.assign(device_ids_.begin(), device_ids_.begin() + static_cast<std::ptrdiff_t>(inputs.size()));
+  used_devices_.assign(device_ids_.begin(),
+                       device_ids_.begin() + static_cast<std::ptrdiff_t>(inputs.size()));
   timeline_.begin();
   replicas_ = parallel::replicate(src, module_, used_devices_);
   timeline_.end(DpPhase::replicate, "replicate");

@@ -13,15 +13,17 @@ Tensor gather(OpContext& ctx, const std::vector<Tensor>& outputs, Device target,
   FURNACE_CHECK(!outputs.empty()) << "gather: expected at least one tensor";
   bool all_scalars = true;
   for (const Tensor& t : outputs) {
-    FURNACE_CHECK(t.defined() && t.device().is_cuda()) << "Gather function not implemented for CPU tensors";
+    FURNACE_CHECK(t.defined() && t.device().is_cuda())
+        << "Gather function not implemented for CPU tensors";
     all_scalars = all_scalars && t.dim() == 0;
   }
   std::vector<Tensor> inputs = outputs;
   if (all_scalars) {  // each 0-dim output is viewed as shape (1): the result is a vector
     for (Tensor& t : inputs) t = t.reshape({1});
     if (warn)
-      warn("Was asked to gather along dimension 0, but all input tensors were scalars; will instead "
-           "unsqueeze and return a vector.");
+      warn(
+          "Was asked to gather along dimension 0, but all input tensors were scalars; will instead "
+          "unsqueeze and return a vector.");
   }
   const Shape& first = inputs[0].shape();
   int64_t rows = 0;

@@ -84,7 +84,8 @@ LossTrapResult run_loss_trap(Runtime& rt, std::vector<int> device_ids, int64_t b
   const double n = static_cast<double>(r.replica_losses.size());
   for (size_t i = 0; i < r.replica_losses.size(); ++i) {
     r.mean_of_means += r.replica_losses[i] / n;
-    r.weighted_mean += static_cast<double>(r.chunks[i]) * r.replica_losses[i] / static_cast<double>(batch);
+    r.weighted_mean +=
+        static_cast<double>(r.chunks[i]) * r.replica_losses[i] / static_cast<double>(batch);
   }
   // .mean().backward(): d/dloss_i = 1/n, scattered back to each replica as a 0-dim gradient.
   Tensor dvec = Tensor::empty(rt, Device::cuda(src), vec.shape());
@@ -102,7 +103,8 @@ LossTrapResult run_loss_trap(Runtime& rt, std::vector<int> device_ids, int64_t b
 
   double diff = 0, norm = 0;
   for (size_t i = 0; i < g_batch.size(); ++i) {
-    diff += (static_cast<double>(g_trap[i]) - g_batch[i]) * (static_cast<double>(g_trap[i]) - g_batch[i]);
+    diff += (static_cast<double>(g_trap[i]) - g_batch[i]) *
+            (static_cast<double>(g_trap[i]) - g_batch[i]);
     norm += static_cast<double>(g_batch[i]) * g_batch[i];
   }
   r.grad_relative_difference = norm > 0 ? std::sqrt(diff / norm) : 0.0;

@@ -18,7 +18,8 @@ namespace {
 // ExceptionWrapper.reraise: "Caught {type} {where}.\nOriginal Traceback ...", kept on one line
 // (the CLI's errors are one line) and with the original C++ exception type.
 [[noreturn]] void rethrow_labelled(const std::exception_ptr& e, size_t replica, int device) {
-  const std::string where = " in replica " + std::to_string(replica) + " on device " + std::to_string(device);
+  const std::string where =
+      " in replica " + std::to_string(replica) + " on device " + std::to_string(device);
   try {
     std::rethrow_exception(e);
   } catch (const OutOfMemoryError& x) {
@@ -49,8 +50,10 @@ void parallel_apply(const std::vector<int>& devices, const std::function<void(si
   if (n == 1) {
     worker(0);
   } else if (n > 1) {
-    // One BLAS thread per worker: measured on 2 cores, 4 workers each asking OpenBLAS for its
-    // default pool (one thread per core) ran the step about 1.5x slower (bench/train_throughput).
+    // One OpenBLAS thread per worker. Measured on 2 cores (DataParallel over 4 simulated GPUs,
+    // batch 256): the same speed as letting each worker use OpenBLAS's default pool. But with
+    // more cores k workers x a pool each would oversubscribe them, and OpenBLAS's pthread build
+    // serialises concurrent callers of its one pool; one thread each is the safe choice.
     ops::BlasThreadsScope one_blas_thread(1);
     std::vector<std::thread> threads;
     threads.reserve(n);
@@ -70,7 +73,8 @@ void parallel_apply(const std::vector<int>& devices, const std::function<void(si
 }
 
 std::vector<Tensor> parallel_apply(Runtime& rt, std::vector<std::unique_ptr<MLP>>& replicas,
-                                   const std::vector<Tensor>& inputs, const std::vector<int>& devices) {
+                                   const std::vector<Tensor>& inputs,
+                                   const std::vector<int>& devices) {
   FURNACE_CHECK(replicas.size() == inputs.size())
       << "The number of modules " << replicas.size() << " is not equal to the number of inputs "
       << inputs.size();

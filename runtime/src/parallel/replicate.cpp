@@ -18,8 +18,9 @@ std::vector<Tensor> values_of(MLP& m) {
 std::vector<Tensor> grads_of(MLP& replica) {
   std::vector<Tensor> g;
   for (const Parameter& p : replica.parameters()) {
-    FURNACE_CHECK(p.grad->defined()) << "replicate_backward: replica on cuda:" << replica.device()
-                                     << " has no gradient for " << p.name << " (run its backward first)";
+    FURNACE_CHECK(p.grad->defined())
+        << "replicate_backward: replica on cuda:" << replica.device() << " has no gradient for "
+        << p.name << " (run its backward first)";
     g.push_back(*p.grad);
   }
   return g;
@@ -56,7 +57,8 @@ void replicate_backward(OpContext& ctx, MLP& module, std::vector<std::unique_ptr
   FURNACE_CHECK(!replicas.empty()) << "replicate_backward: no replicas";
   std::vector<std::vector<Tensor>> flats;
   if (coalesced) {
-    FURNACE_CHECK(coalesced->size() == replicas.size()) << "replicate_backward: one list per replica";
+    FURNACE_CHECK(coalesced->size() == replicas.size())
+        << "replicate_backward: one list per replica";
     flats = *coalesced;
   } else {
     for (auto& replica : replicas) {
@@ -65,7 +67,8 @@ void replicate_backward(OpContext& ctx, MLP& module, std::vector<std::unique_ptr
     }
   }
   const int destination = module.device();
-  const std::vector<Tensor> sums = reduce_add_flattened(ctx, flats, grads_of(*replicas[0]), destination, kBufferSize);
+  const std::vector<Tensor> sums =
+      reduce_add_flattened(ctx, flats, grads_of(*replicas[0]), destination, kBufferSize);
   // AccumulateGrad on the module's (leaf) parameters: with .grad None the reduced tensor becomes
   // .grad (a view into the reduced buffer: PyTorch steals it too); otherwise .grad += it.
   std::vector<Parameter> params = module.parameters();

@@ -30,9 +30,10 @@ std::vector<std::string> explain_chunks(int64_t n, const std::vector<int>& devic
   for (int64_t s : sizes) list += (list.empty() ? "" : ",") + std::to_string(s);
   std::vector<std::string> notes;
   if (k == 1) {
-    notes.push_back("one device: DataParallel's single-device shortcut runs the module there "
-                    "directly (no replicate, no gather); the batch of " + std::to_string(n) +
-                    " rows is only copied to cuda:" + std::to_string(device_ids[0]));
+    notes.push_back(
+        "one device: DataParallel's single-device shortcut runs the module there "
+        "directly (no replicate, no gather); the batch of " +
+        std::to_string(n) + " rows is only copied to cuda:" + std::to_string(device_ids[0]));
     return notes;
   }
   auto rows = [](int64_t r) { return std::to_string(r) + (r == 1 ? " row" : " rows"); };
@@ -46,25 +47,31 @@ std::vector<std::string> explain_chunks(int64_t n, const std::vector<int>& devic
                     std::to_string(used) + " GPU" + (used == 1 ? "" : "s") + " (" + rule + ")");
   if (used < k) {
     std::string idle;
-    for (int i = used; i < k; ++i) idle += (idle.empty() ? "cuda:" : ", cuda:") + std::to_string(device_ids[static_cast<size_t>(i)]);
+    for (int i = used; i < k; ++i)
+      idle +=
+          (idle.empty() ? "cuda:" : ", cuda:") + std::to_string(device_ids[static_cast<size_t>(i)]);
     notes.push_back((n < k ? "the batch of " + std::to_string(n) + " rows is smaller than the " +
                                  std::to_string(k) + " devices"
-                           : "ceil(" + std::to_string(n) + "/" + per + ") = " + std::to_string(used) + " chunks") +
-                    ": only " + std::to_string(used) + " replica" + (used == 1 ? "" : "s") + " run; " + idle +
-                    (k - used == 1 ? " gets" : " get") + " nothing and idles");
+                           : "ceil(" + std::to_string(n) + "/" + per +
+                                 ") = " + std::to_string(used) + " chunks") +
+                    ": only " + std::to_string(used) + " replica" + (used == 1 ? "" : "s") +
+                    " run; " + idle + (k - used == 1 ? " gets" : " get") + " nothing and idles");
   } else if (sizes.back() != sizes[0]) {
     notes.push_back("the last chunk has " + rows(sizes.back()) + ", not " + per +
-                    ": a loss averaged inside each replica would weight each of its rows " + per + "/" +
-                    std::to_string(sizes.back()) + " times as much as the others' (see furnace dp-loss-trap)");
+                    ": a loss averaged inside each replica would weight each of its rows " + per +
+                    "/" + std::to_string(sizes.back()) +
+                    " times as much as the others' (see furnace dp-loss-trap)");
   }
-  notes.push_back("--batch is the global batch: global batch = per-GPU batch x GPUs, so " + rows(sizes[0]) +
-                  " per GPU on " + std::to_string(k) + " GPUs is --batch " + std::to_string(sizes[0] * k));
+  notes.push_back("--batch is the global batch: global batch = per-GPU batch x GPUs, so " +
+                  rows(sizes[0]) + " per GPU on " + std::to_string(k) + " GPUs is --batch " +
+                  std::to_string(sizes[0] * k));
   return notes;
 }
 
 std::vector<Tensor> scatter(OpContext& ctx, const Tensor& input, const std::vector<int>& devices,
                             const std::vector<int64_t>* sizes) {
-  FURNACE_CHECK(input.defined() && input.dim() >= 1) << "scatter: expected a tensor with a batch dimension";
+  FURNACE_CHECK(input.defined() && input.dim() >= 1)
+      << "scatter: expected a tensor with a batch dimension";
   FURNACE_CHECK(!devices.empty()) << "scatter: expected at least one device";
   const int64_t n = input.size(0);
   std::vector<int64_t> chunks = sizes ? *sizes : chunk_sizes(n, static_cast<int>(devices.size()));

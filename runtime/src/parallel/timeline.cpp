@@ -19,7 +19,10 @@ const char* dp_phase_name(DpPhase p) {
 }
 
 DpTimeline::DpTimeline(Runtime& rt, std::vector<int> devices)
-    : rt_(rt), devices_(std::move(devices)), clock0_(devices_.size()), busy0_(devices_.size()),
+    : rt_(rt),
+      devices_(std::move(devices)),
+      clock0_(devices_.size()),
+      busy0_(devices_.size()),
       busy_(devices_.size()) {
   for (auto& b : busy_) b.fill(0.0);
 }

@@ -21,7 +21,8 @@ std::string ids_text(const std::vector<int>& ids) {
 // The batch's host memory as a cpu Tensor, without a copy (the loader owns it).
 Tensor host_view(const std::vector<float>& v, Shape shape) {
   auto keep = [](void*, void*) {};  // not ours to free
-  auto storage = std::make_shared<Storage>(const_cast<float*>(v.data()), v.size() * sizeof(float), nullptr, +keep);
+  auto storage = std::make_shared<Storage>(const_cast<float*>(v.data()), v.size() * sizeof(float),
+                                           nullptr, +keep);
   return Tensor::from_storage(std::move(storage), Device::cpu(), std::move(shape), DType::f32);
 }
 
@@ -61,13 +62,15 @@ DpTraining::StepResult DpTraining::step(CrossEntropyLoss& criterion, SGD& optimi
   tl.end(DpPhase::scatter, "h2d");
 
   Tensor logits = dp_->forward(main_ctx, host_view(batch.images, {batch.size, batch.features}));
-  FURNACE_ASSERT(logits.device() == Device::cuda(loss_device)) << "DataParallel output on " << logits.device().str();
+  FURNACE_ASSERT(logits.device() == Device::cuda(loss_device))
+      << "DataParallel output on " << logits.device().str();
 
   StepResult r;
   tl.begin();
   r.loss = criterion.forward(loss_ctx, logits, y);
   if (track_accuracy)
-    r.accuracy = static_cast<double>(ops::accuracy_count(loss_ctx, logits, y)) / static_cast<double>(batch.size);
+    r.accuracy = static_cast<double>(ops::accuracy_count(loss_ctx, logits, y)) /
+                 static_cast<double>(batch.size);
   optimizer.zero_grad(main_ctx);
   Tensor dlogits = criterion.backward(loss_ctx);
   tl.end(DpPhase::compute, "loss");

@@ -11,6 +11,11 @@ void Scenario::validate() const {
   FURNACE_CHECK(momentum >= 0 && momentum < 1) << "--momentum must be in [0, 1) (got " << momentum << ")";
   FURNACE_CHECK(lr_schedule == "constant" || lr_schedule == "cosine")
       << "--lr-schedule must be constant or cosine (got '" << lr_schedule << "')";
+  FURNACE_CHECK(amp == "off" || amp == "fp16" || amp == "bf16")
+      << "--amp must be off, fp16 or bf16 (got '" << amp << "')";
+  FURNACE_CHECK(accum >= 1) << "--accum must be at least 1 (got " << accum << ")";
+  FURNACE_CHECK(workers >= 0) << "num_workers option should be non-negative; use num_workers=0 to "
+                                 "disable multiprocessing. (--workers " << workers << ")";
   FURNACE_CHECK(!hidden.empty()) << "--hidden needs at least one layer width";
   for (int h : hidden)
     FURNACE_CHECK(h >= 1 && h <= (1 << 20)) << "--hidden: layer width " << h << " is out of range [1, 1048576]";
