@@ -85,7 +85,15 @@ void print_summary(const TrainResult& r) {
   std::printf("  final loss      %.4f\n", r.final_loss);
   if (r.test_accuracy >= 0) std::printf("  test accuracy   %.4f\n", r.test_accuracy);
   std::printf("  throughput      %.0f samples/s (wall clock, this CPU)\n", r.samples_per_s);
-  std::printf("  modelled time   %.3f s on the simulated GPU\n", r.modelled_s);
+  std::printf("  modelled time   %.3f s on the simulated GPU (%.3f ms per optimizer step)\n",
+              r.modelled_s, 1e3 * r.modelled_step_s);
+  if (r.amp != "off")
+    std::printf("  mixed precision %s autocast%s\n", r.amp.c_str(),
+                r.amp == "fp16" ? (", GradScaler: final scale " + std::to_string(static_cast<long long>(r.final_loss_scale)) +
+                                   ", " + std::to_string(r.skipped_steps) + " step(s) skipped (inf/NaN gradients)").c_str()
+                                : " (no GradScaler: bf16 has fp32's exponent range)");
+  if (r.accum > 1)
+    std::printf("  accumulation    %d micro-batches per optimizer step\n", r.accum);
   std::printf("\nmemory (torch.cuda.memory_allocated / memory_reserved, and their peaks):\n");
   std::printf("  %-8s %-30s %12s %12s %14s %14s\n", "device", "name", "allocated", "reserved",
               "max_allocated", "max_reserved");
@@ -140,6 +148,11 @@ nlohmann::json to_json(const TrainResult& r) {
           {"wall_s", r.wall_s},
           {"modelled_s", r.modelled_s},
           {"parameters", r.parameters},
+          {"amp", r.amp},
+          {"accum", r.accum},
+          {"skipped_steps", r.skipped_steps},
+          {"final_loss_scale", r.final_loss_scale},
+          {"modelled_step_s", r.modelled_step_s},
           {"memory", mem},
           {"dp", r.dp ? dp_json(*r.dp) : nlohmann::json()}};
 }
@@ -169,6 +182,12 @@ void run(const TrainOptions& o) {
                 "topology %s, device cuda:%d\n",
                 widths.c_str(), static_cast<long long>(sc.batch), sc.lr, sc.lr_schedule.c_str(), sc.momentum, sc.epochs,
                 sc.epochs == 1 ? "" : "s", sc.topology.c_str(), sc.device);
+  if (!o.quiet && !o.json && (sc.amp != "off" || sc.accum > 1 || sc.workers > 0 || sc.pin_memory))
+    std::printf("  amp %s, accumulation %d (effective batch %lld%s), DataLoader(num_workers=%d, "
+                "pin_memory=%s)\n",
+                sc.amp.c_str(), sc.accum, static_cast<long long>(sc.batch) * sc.accum,
+                sc.accum > 1 && !sc.accum_divide ? ", loss NOT divided: effectively lr x accum" : "",
+                sc.workers, sc.pin_memory ? "True" : "False");
   if (!o.quiet && !o.json && sc.parallel == "dp")
     std::printf("  model = nn.DataParallel(model, device_ids=%s%s)\n",
                 o.device_ids ? ("[" + *o.device_ids + "]").c_str() : "None (every visible device)",
@@ -217,6 +236,15 @@ void add_train_command(CLI::App& app) {
                                         "DataParallel's device_ids, e.g. 0,1,2,3 (default: every visible device)");
   cmd->add_option_function<int>("--output-device", [opts](int v) { opts->scenario.output_device = v; },
                                 "DataParallel's output_device (default: device_ids[0])");
+  cmd->add_option("--amp", s.amp, "mixed precision: off, fp16 (autocast + GradScaler) or bf16")->capture_default_str();
+  cmd->add_option("--init-scale", s.scaler.init_scale, "fp16: GradScaler init_scale")->capture_default_str();
+  cmd->add_option("--growth-interval", s.scaler.growth_interval, "fp16: GradScaler growth_interval")->capture_default_str();
+  cmd->add_option("--accum", s.accum, "gradient accumulation: micro-batches per optimizer step")->capture_default_str();
+  cmd->add_flag("--accum-no-divide", [opts](int64_t) { opts->scenario.accum_divide = false; },
+                "do not divide the loss by --accum (the article's snippet: effectively lr x accum)");
+  cmd->add_option("--workers", s.workers, "DataLoader num_workers")->capture_default_str();
+  cmd->add_option("--prefetch-factor", s.prefetch_factor, "DataLoader prefetch_factor (needs --workers > 0)");
+  cmd->add_flag("--pin-memory", s.pin_memory, "DataLoader pin_memory: pinned batches, faster host-to-device copies");
   cmd->add_flag("--no-eval", [opts](int64_t) { opts->scenario.evaluate = false; }, "skip the test-set evaluation");
   cmd->add_option("--trace", opts->trace_path, "write a Chrome trace (Perfetto) to this file");
   cmd->add_flag("--json", opts->json, "end stdout with one JSON object of the results");

@@ -109,9 +109,11 @@ std::vector<Tensor> coalesce_replica_grads(OpContext& ctx, MLP& replica);
 // "Caught <type> in replica <i> on device <devices[i]>. Original error: <message>", keeping its
 // type (OutOfMemoryError stays one).
 void parallel_apply(const std::vector<int>& devices, const std::function<void(size_t i)>& work);
-// The module form: outputs[i] = replicas[i].forward(inputs[i]) on devices[i].
+// The module form: outputs[i] = replicas[i].forward(inputs[i]) on devices[i]. Each worker enters
+// the caller's autocast state (`autocast`), as PyTorch's workers do.
 std::vector<Tensor> parallel_apply(Runtime& rt, std::vector<std::unique_ptr<MLP>>& replicas,
-                                   const std::vector<Tensor>& inputs, const std::vector<int>& devices);
+                                   const std::vector<Tensor>& inputs, const std::vector<int>& devices,
+                                   DType autocast = DType::f32);
 
 }  // namespace parallel
 

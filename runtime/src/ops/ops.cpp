@@ -197,8 +197,13 @@ void softmax_cross_entropy_backward(OpContext& ctx, Tensor& dlogits, const Tenso
   account(ctx, op, 2.0 * B * V, kF * (2.0 * B * V + B));
 }
 
-int64_t accuracy_count(OpContext& ctx, const Tensor& logits, const Tensor& targets) {
+int64_t accuracy_count(OpContext& ctx, const Tensor& logits_in, const Tensor& targets) {
   const char* op = "accuracy";
+  Tensor logits = logits_in;  // 16-bit logits (autocast) are compared in fp32, as argmax sees them
+  if (is_half(logits_in.dtype()) && logits_in.device().is_cuda()) {
+    logits = Tensor::empty(ctx.rt, logits_in.device(), logits_in.shape());
+    cast(ctx, logits, logits_in);
+  }
   check_targets(ctx, op, logits, targets);
   require_cpu_ops(ctx, op);
   const int B = static_cast<int>(logits.size(0)), V = static_cast<int>(logits.size(1));

@@ -106,7 +106,7 @@ Tensor DataParallel::forward(OpContext& ctx, const Tensor& input) {
     return module_.forward(ctx, input);
   }
   check_placement();
-  OpContext src{rt_, device_ids_[0], ctx.stream};
+  OpContext src{rt_, device_ids_[0], ctx.stream, ctx.autocast};
   timeline_.begin();
   std::vector<Tensor> inputs = parallel::scatter(src, input, device_ids_);
   timeline_.end(DpPhase::scatter, "scatter");
@@ -127,7 +127,8 @@ Tensor DataParallel::forward(OpContext& ctx, const Tensor& input) {
   replicas_ = parallel::replicate(src, module_, used_devices_);
   timeline_.end(DpPhase::replicate, "replicate");
   timeline_.begin();
-  std::vector<Tensor> outputs = parallel::parallel_apply(rt_, replicas_, inputs, used_devices_);
+  std::vector<Tensor> outputs =
+      parallel::parallel_apply(rt_, replicas_, inputs, used_devices_, ctx.autocast);
   timeline_.end(DpPhase::compute, "forward");
   timeline_.begin();
   OpContext out_ctx{rt_, output_device_, ctx.stream};

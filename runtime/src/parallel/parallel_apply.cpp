@@ -74,14 +74,14 @@ void parallel_apply(const std::vector<int>& devices, const std::function<void(si
 
 std::vector<Tensor> parallel_apply(Runtime& rt, std::vector<std::unique_ptr<MLP>>& replicas,
                                    const std::vector<Tensor>& inputs,
-                                   const std::vector<int>& devices) {
+                                   const std::vector<int>& devices, DType autocast) {
   FURNACE_CHECK(replicas.size() == inputs.size())
       << "The number of modules " << replicas.size() << " is not equal to the number of inputs "
       << inputs.size();
   FURNACE_CHECK(devices.size() == replicas.size());
   std::vector<Tensor> outputs(replicas.size());
   parallel_apply(devices, [&](size_t i) {
-    OpContext ctx{rt, devices[i], 0};  // the worker's device and that device's stream
+    OpContext ctx{rt, devices[i], 0, autocast};  // the worker's device and stream, caller's autocast
     outputs[i] = replicas[i]->forward(ctx, inputs[i]);
   });
   return outputs;

@@ -44,9 +44,9 @@ DpTraining::DpTraining(Runtime& rt, MLP& model, const Scenario& sc) : rt_(rt), b
   for (int d : devices()) start_s_ = std::max(start_s_, rt_.backend().device_time(d));
 }
 
-DpTraining::StepResult DpTraining::step(CrossEntropyLoss& criterion, SGD& optimizer,
-                                        const Batch& batch, float lr, bool track_accuracy,
-                                        int64_t step) {
+DpTraining::StepResult DpTraining::micro_step(CrossEntropyLoss& criterion, const Batch& batch,
+                                              float dloss, DType autocast, bool track_accuracy,
+                                              int64_t step) {
   DpTimeline& tl = dp_->timeline();
   tl.set_step(step);
   const std::vector<int>& ids = dp_->device_ids();
@@ -54,11 +54,11 @@ DpTraining::StepResult DpTraining::step(CrossEntropyLoss& criterion, SGD& optimi
   // output_device): the labels go where the loss will be computed.
   const int loss_device = ids.size() == 1 ? ids[0] : dp_->output_device();
   OpContext loss_ctx{rt_, loss_device, 0};
-  OpContext main_ctx{rt_, ids[0], 0};
+  OpContext main_ctx{rt_, ids[0], 0, autocast};
 
   tl.begin();
   Tensor y = Tensor::empty(rt_, Device::cuda(loss_device), {batch.size}, DType::i32);
-  ops::copy_to_device(loss_ctx, y, batch.labels.data());
+  ops::copy_to_device(loss_ctx, y, batch.labels.data(), batch.pinned);
   tl.end(DpPhase::scatter, "h2d");
 
   Tensor logits = dp_->forward(main_ctx, host_view(batch.images, {batch.size, batch.features}));
@@ -71,17 +71,20 @@ DpTraining::StepResult DpTraining::step(CrossEntropyLoss& criterion, SGD& optimi
   if (track_accuracy)
     r.accuracy = static_cast<double>(ops::accuracy_count(loss_ctx, logits, y)) /
                  static_cast<double>(batch.size);
-  optimizer.zero_grad(main_ctx);
-  Tensor dlogits = criterion.backward(loss_ctx);
+  Tensor dlogits = criterion.backward(loss_ctx, dloss);
   tl.end(DpPhase::compute, "loss");
 
   dp_->backward(main_ctx, dlogits);
-
-  tl.begin();
-  optimizer.lr = lr;
-  optimizer.step(main_ctx);  // the parameters, .grad and momentum all live on device_ids[0]
-  tl.end(DpPhase::optimizer, "optimizer");
   return r;
+}
+
+void DpTraining::optimizer_phase(int64_t step, const std::function<void(OpContext&)>& fn) {
+  DpTimeline& tl = dp_->timeline();
+  tl.set_step(step);
+  OpContext main_ctx{rt_, dp_->device_ids()[0], 0};
+  tl.begin();
+  fn(main_ctx);
+  tl.end(DpPhase::optimizer, "optimizer");
 }
 
 double DpTraining::modelled_time() const {

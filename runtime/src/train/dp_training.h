@@ -4,6 +4,7 @@
 // Not here: the loop, data and evaluation (trainer.cpp); DataParallel itself (furnace/parallel.h).
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "furnace/loader.h"    // defines: Batch
@@ -23,8 +24,14 @@ class DpTraining {
     float loss = 0;
     double accuracy = -1;
   };
-  StepResult step(CrossEntropyLoss& criterion, SGD& optimizer, const Batch& batch, float lr,
-                  bool track_accuracy, int64_t step);
+  // One forward and backward through DataParallel: labels to the loss device, out = dp(inputs)
+  // under `autocast`, loss on the gathered output, backward of loss * dloss (the GradScaler's
+  // scale and 1/accum), gradients reduce-added onto device_ids[0]. No optimizer step.
+  StepResult micro_step(CrossEntropyLoss& criterion, const Batch& batch, float dloss,
+                        DType autocast, bool track_accuracy, int64_t step);
+  // Runs `fn` (zero_grad, or the scaler's unscale / step / update) on device_ids[0], where the
+  // parameters, .grad and optimizer state live, as the optimizer span of the timeline.
+  void optimizer_phase(int64_t step, const std::function<void(OpContext&)>& fn);
 
   // Every device DataParallel uses (device_ids, and output_device if not among them).
   const std::vector<int>& devices() const { return dp_->timeline().devices(); }

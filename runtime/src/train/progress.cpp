@@ -35,10 +35,15 @@ void ProgressBar::operator()(const Progress& p) {
   const int filled = static_cast<int>(frac * kWidth + 0.5);
   std::string bar(static_cast<size_t>(filled), '#');
   bar.append(static_cast<size_t>(kWidth - filled), '-');
-  std::fprintf(out_, "%sepoch %d/%d [%s] %lld/%lld  loss %.4f  %.0f samples/s  ETA %s%s",
+  // Under fp16 the GradScaler's scale and the skipped steps so far.
+  char scale[64] = "";
+  if (p.loss_scale != 1.0)
+    std::snprintf(scale, sizeof scale, "  scale %g  skipped %lld", p.loss_scale,
+                  static_cast<long long>(p.skipped_steps));
+  std::fprintf(out_, "%sepoch %d/%d [%s] %lld/%lld  loss %.4f%s  %.0f samples/s  ETA %s%s",
                tty_ ? "\r\033[K" : "", p.epoch, p.epochs, bar.c_str(),
                static_cast<long long>(p.step_in_epoch), static_cast<long long>(p.steps_per_epoch),
-               p.loss, p.samples_per_s, format_duration(p.eta_s).c_str(),
+               p.loss, scale, p.samples_per_s, format_duration(p.eta_s).c_str(),
                tty_ && !p.epoch_done ? "" : "\n");
   std::fflush(out_);
   drawn_ = !p.epoch_done;

@@ -1,11 +1,13 @@
-// The training loop for one device: load data, build the model on the device, and run
-// h2d -> forward -> loss -> backward -> optimizer for each batch, reporting phases to the trace.
-// DataParallel, accumulation and mixed precision grow from this loop in their own issues.
+// The training loop: load data, build the model on the device, and for every optimizer step run
+// `accum` micro-steps (h2d -> forward under autocast -> loss -> backward of loss * scale / accum)
+// on one device or through DataParallel, then the GradScaler's unscale / step / update and
+// zero_grad at the boundary, reporting every phase to the trace.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 
+#include "furnace/amp.h"
 #include "furnace/error.h"
 #include "furnace/loader.h"
 #include "furnace/nn.h"
@@ -109,76 +111,139 @@ TrainResult train(const Scenario& sc, TraceBus& trace, const ProgressFn& on_prog
   model.init_parameters(ctx, sc.seed);
   SGD optimizer(model.parameters(), sc.lr, sc.momentum);
   CrossEntropyLoss criterion;
-  DataLoader loader(train_set, sc.batch, /*shuffle=*/true, /*drop_last=*/false, sc.seed);
+  LoaderOptions lo;
+  lo.batch_size = sc.batch;
+  lo.shuffle = true;
+  lo.num_workers = sc.workers;
+  lo.prefetch_factor = sc.prefetch_factor;
+  lo.pin_memory = sc.pin_memory;
+  lo.seed = sc.seed;
+  ImageDatasetView train_view(train_set);
+  DataLoader loader(train_view, lo);
   std::unique_ptr<DpTraining> dp;  // --parallel dp: model = nn.DataParallel(model, ...)
   if (sc.parallel == "dp") dp = std::make_unique<DpTraining>(rt, model, sc);
+
+  // torch.autocast(dtype) around the forward; GradScaler for fp16 only (bf16 has fp32's range).
+  const DType autocast = sc.amp == "fp16" ? DType::f16 : sc.amp == "bf16" ? DType::bf16 : DType::f32;
+  GradScalerOptions so;
+  so.init_scale = sc.scaler.init_scale;
+  so.growth_factor = sc.scaler.growth_factor;
+  so.backoff_factor = sc.scaler.backoff_factor;
+  so.growth_interval = sc.scaler.growth_interval;
+  so.enabled = sc.amp == "fp16";
+  GradScaler scaler(so);
 
   TrainResult r;
   r.backend = rt.backend().name();
   r.topology = topology.name;
   r.parameters = model.parameter_count();
-  const int64_t per_epoch = loader.num_batches();
+  r.amp = sc.amp;
+  r.accum = sc.accum;
+  // Optimizer steps per epoch: every `accum` micro-batches, the last group possibly shorter.
+  const int64_t micro_per_epoch = loader.num_batches();
+  const int64_t per_epoch = (micro_per_epoch + sc.accum - 1) / sc.accum;
   int64_t total = per_epoch * sc.epochs;
   if (sc.max_steps > 0) total = std::min(total, sc.max_steps);
 
   PhaseClock phase(rt, sc.device);
   Batch batch;
+  const double clock_start = rt.backend().device_time(sc.device);
   const auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+
+  // One micro-step on a single device; returns the (unscaled) loss.
+  auto single_micro_step = [&](float dloss, double* accuracy) {
+    phase.begin();
+    Tensor x = Tensor::empty(rt, dev, {batch.size, batch.features});
+    Tensor y = Tensor::empty(rt, dev, {batch.size}, DType::i32);
+    ops::copy_to_device(ctx, x, batch.images.data(), batch.pinned);
+    ops::copy_to_device(ctx, y, batch.labels.data(), batch.pinned);
+    phase.end("h2d", r.steps);
+    phase.begin();
+    OpContext amp_ctx{rt, sc.device, 0, autocast};
+    Tensor logits = model.forward(amp_ctx, x);
+    phase.end("forward", r.steps);
+    phase.begin();
+    const float loss = criterion.forward(ctx, logits, y);
+    phase.end("loss", r.steps);
+    if (sc.track_accuracy)
+      *accuracy = static_cast<double>(ops::accuracy_count(ctx, logits, y)) / static_cast<double>(batch.size);
+    phase.begin();
+    Tensor dlogits = criterion.backward(ctx, dloss);
+    model.backward(ctx, dlogits);
+    phase.end("backward", r.steps);
+    return loss;
+  };
+
+  bool more = true;
   for (int epoch = 0; epoch < sc.epochs && r.steps < total; ++epoch) {
     loader.start_epoch(epoch);
     double loss_sum = 0;
     int64_t in_epoch = 0;
-    while (r.steps < total && loader.next(batch)) {
-      // CosineAnnealingLR with eta_min 0, T_max = total steps
+    more = true;
+    while (r.steps < total && more) {
+      // CosineAnnealingLR with eta_min 0, T_max = total optimizer steps
       const float lr = sc.lr_schedule == "cosine"
           ? static_cast<float>(0.5 * sc.lr * (1.0 + std::cos(M_PI * static_cast<double>(r.steps) / static_cast<double>(total))))
           : sc.lr;
+      // Gradient accumulation: loss / accum on every micro-step, scaled by the GradScaler; the
+      // gradients stay scaled and summed until the boundary.
+      const float dloss = scaler.loss_scale() / (sc.accum_divide ? static_cast<float>(sc.accum) : 1.0f);
       float loss = 0;
       double accuracy = -1;
+      int micro = 0;
+      for (; micro < sc.accum && (more = loader.next(batch)); ++micro) {
+        double acc = -1;
+        const float l = dp ? [&] {
+          const DpTraining::StepResult out =
+              dp->micro_step(criterion, batch, dloss, autocast, sc.track_accuracy, r.steps);
+          acc = out.accuracy;
+          return out.loss;
+        }()
+                           : single_micro_step(dloss, &acc);
+        loss += l;
+        accuracy = acc;
+        r.train_samples += batch.size;
+        if (trace.active() && sc.accum > 1) {
+          TraceEvent e;
+          e.kind = EventKind::step;
+          e.name = "micro_step";
+          e.device = sc.device;
+          e.start_s = rt.backend().device_time(sc.device);
+          e.step = micro;
+          e.value = l;
+          trace.emit(e);
+        }
+      }
+      if (micro == 0) break;  // the epoch ended exactly at a boundary
+      loss /= static_cast<float>(micro);
+
+      // The boundary: scaler.step(optimizer) (unscale, inf check, maybe skip), scaler.update(),
+      // optimizer.zero_grad().
+      bool stepped = true;
+      auto optimizer_work = [&](OpContext& c) {
+        optimizer.lr = lr;
+        stepped = scaler.step(c, optimizer);
+        scaler.update();
+        optimizer.zero_grad(c);
+      };
       if (dp) {
-        const DpTraining::StepResult out = dp->step(criterion, optimizer, batch, lr, sc.track_accuracy, r.steps);
-        loss = out.loss;
-        accuracy = out.accuracy;
+        dp->optimizer_phase(r.steps, optimizer_work);
       } else {
         phase.begin();
-        Tensor x = Tensor::empty(rt, dev, {batch.size, batch.features});
-        Tensor y = Tensor::empty(rt, dev, {batch.size}, DType::i32);
-        ops::copy_to_device(ctx, x, batch.images.data());
-        ops::copy_to_device(ctx, y, batch.labels.data());
-        phase.end("h2d", r.steps);
-
-        phase.begin();
-        Tensor logits = model.forward(ctx, x);
-        phase.end("forward", r.steps);
-        phase.begin();
-        loss = criterion.forward(ctx, logits, y);
-        phase.end("loss", r.steps);
-        accuracy =
-            sc.track_accuracy ? static_cast<double>(ops::accuracy_count(ctx, logits, y)) /
-                                    static_cast<double>(batch.size)
-                              : -1.0;
-
-        phase.begin();
-        optimizer.zero_grad(ctx);
-        Tensor dlogits = criterion.backward(ctx);
-        model.backward(ctx, dlogits);
-        phase.end("backward", r.steps);
-        phase.begin();
-        optimizer.lr = lr;
-        optimizer.step(ctx);
+        optimizer_work(ctx);
         phase.end("optimizer", r.steps);
       }
+      if (!stepped) ++r.skipped_steps;
 
       ++r.steps;
       ++in_epoch;
-      r.train_samples += batch.size;
       r.final_loss = loss;
       loss_sum += loss;
       if (trace.active()) {
         TraceEvent e;
         e.kind = EventKind::step;
-        e.name = "step";
+        e.name = stepped ? "step" : "step skipped (inf/NaN gradient)";
         e.device = sc.device;
         e.start_s = rt.backend().device_time(sc.device);
         e.step = r.steps;
@@ -199,19 +264,23 @@ TrainResult train(const Scenario& sc, TraceBus& trace, const ProgressFn& on_prog
         p.samples_per_s = t > 0 ? static_cast<double>(r.train_samples) / t : 0;
         p.eta_s = t / static_cast<double>(r.steps) * static_cast<double>(total - r.steps);
         p.epoch_done = in_epoch == per_epoch || r.steps == total;
+        p.loss_scale = scaler.get_scale();
+        p.skipped_steps = r.skipped_steps;
         on_progress(p);
       }
     }
     r.epochs = epoch + 1;
     r.epoch_mean_loss.push_back(in_epoch ? static_cast<float>(loss_sum / in_epoch) : 0.0f);
   }
+  r.final_loss_scale = scaler.get_scale();
   r.wall_s = elapsed();
   r.samples_per_s = r.wall_s > 0 ? static_cast<double>(r.train_samples) / r.wall_s : 0;
   r.modelled_s = dp ? dp->modelled_time() : rt.backend().device_time(sc.device);
+  r.modelled_step_s = r.steps ? (r.modelled_s - clock_start) / static_cast<double>(r.steps) : 0.0;
   if (dp) r.dp = dp->report(r.steps);
   // Evaluation runs the bare model (dp.module) where it lives (DataParallel on one device may
   // have moved it to device_ids[0]).
-  OpContext eval_ctx{rt, model.device(), 0};
+  OpContext eval_ctx{rt, model.device(), 0, autocast};
   if (sc.evaluate) r.test_accuracy = evaluate_accuracy(eval_ctx, model, test_set, 1000);
 
   for (int d = 0; d < rt.device_count(); ++d) {
