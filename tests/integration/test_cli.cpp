@@ -167,6 +167,10 @@ TEST_F(Cli, BadInputGetsOneLineAndNonZeroExit) {
   expect_one_line_error("train --data " + slice() + " --hidden 100000,100000 --topology laptop-4060",
                         "CUDA out of memory. Tried to allocate");
   expect_one_line_error("train --data " + slice() + " --device 3", "invalid device ordinal 3");
+  expect_one_line_error("train --data " + slice() + " --accum 0", "--accum must be at least 1");
+  expect_one_line_error("train --data " + slice() + " --amp fp8", "--amp must be off, fp16 or bf16");
+  expect_one_line_error("train --data " + slice() + " --workers -1", "num_workers option should be non-negative");
+  expect_one_line_error("train --data " + slice() + " --prefetch-factor 4", "prefetch_factor option could only be specified");
   expect_one_line_error("memory --alloc 5MiB,banana", "banana");
   expect_one_line_error("memory --alloc 5MiB --free 4", "4");
 }
