@@ -59,5 +59,15 @@ cmake --build --preset release -j"$(nproc)"
 
 echo "==> the main job: furnace train (reference MLP on Fashion-MNIST, one simulated GPU)"
 build/release/runtime/furnace train
+viz=build/release/visualizer/furnace-viz
+if [[ -x $viz ]]; then
+  if [[ -n ${DISPLAY:-} || -n ${WAYLAND_DISPLAY:-} ]]; then
+    echo "==> opening the visualizer ($viz); close its window to finish"
+    "$viz" || echo "bootstrap.sh: the visualizer could not open a window (see above)"
+  else
+    echo "No display: the GUI was not opened. On a desktop run $viz;"
+    echo "headless: xvfb-run -a $viz --screenshot viz.png --frames 120"
+  fi
+fi
 echo
 echo "Next: build/release/runtime/furnace --help; the tests: cmake --workflow --preset test"

@@ -44,7 +44,7 @@ struct Options {
   bool frame_stats = false;
   std::string size = "1280x800";
   double fps = 60;
-  float step_delay_ms = 20;
+  float step_delay_ms = 100;
   int wait_steps = 0;
   std::string trace_file;
   bool paused = false;

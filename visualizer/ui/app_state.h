@@ -26,7 +26,7 @@ struct ControlsState {
   int output_device = -1;            // DataParallel's output_device; -1: device_ids[0]
   int accumulation = 1;
   std::string amp = "off";           // "off" | "fp16" | "bf16"
-  float step_delay_ms = 20;          // sleep after each optimizer step (watchable animation)
+  float step_delay_ms = 100;         // sleep after each optimizer step (watchable animation)
   std::string error;                 // why the last edit could not be applied
 };
 
