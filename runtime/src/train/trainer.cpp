@@ -235,6 +235,16 @@ TrainResult train(const Scenario& sc, TraceBus& trace, const ProgressFn& on_prog
         phase.end("optimizer", r.steps);
       }
       if (!stepped) ++r.skipped_steps;
+      if (trace.active() && scaler.is_enabled()) {  // GradScaler.update(): the new scale
+        TraceEvent e;
+        e.kind = EventKind::step;
+        e.name = "scaler.update";
+        e.device = sc.device;
+        e.start_s = rt.backend().device_time(sc.device);
+        e.step = r.steps;
+        e.value = scaler.get_scale();
+        trace.emit(e);
+      }
 
       ++r.steps;
       ++in_epoch;
