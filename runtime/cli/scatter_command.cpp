@@ -11,7 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "commands.h"            // defines: add_scatter_command, parse_device_ids, cuda_environment
+#include "commands.h"
+#include "furnace/train.h"  // defines: parse_int_list            // defines: add_scatter_command, parse_device_ids, cuda_environment
 #include "furnace/backend.h"     // defines: make_backend
 #include "furnace/error.h"       // defines: Error, FURNACE_CHECK
 #include "furnace/parallel.h"    // defines: DataParallel, parallel::explain_chunks
@@ -89,25 +90,7 @@ void run(const ScatterOptions& o) {
 }  // namespace
 
 std::vector<int> parse_device_ids(const std::string& text, const char* flag) {
-  std::vector<int> out;
-  if (text.empty()) return out;  // an explicit empty list
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    const std::string item = text.substr(start, comma - start);
-    size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    FURNACE_CHECK(!item.empty() && used == item.size())
-        << flag << ": '" << text << "' is not a comma-separated list of device ordinals (e.g. 0,1,2,3)";
-    out.push_back(v);
-    start = comma + 1;
-  }
-  return out;
+  return parse_int_list(text, flag, "device ordinals (e.g. 0,1,2,3)", /*allow_empty=*/true);
 }
 
 void add_scatter_command(CLI::App& app) {

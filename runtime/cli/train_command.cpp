@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -28,25 +27,6 @@ struct TrainOptions {
   bool device_given = false;                  // --device on the command line
 };
 
-std::vector<int> parse_widths(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    FURNACE_CHECK(used == item.size() && !item.empty())
-        << "--hidden: '" << text << "' is not a comma-separated list of layer widths (e.g. 512,512)";
-    out.push_back(v);
-  }
-  FURNACE_CHECK(!out.empty()) << "--hidden needs at least one layer width";
-  return out;
-}
 
 // DataParallel's part of the summary: how the batch was split, and where each device's modelled
 // time per step went (busy in each phase, idle waiting for the others).
@@ -159,7 +139,7 @@ nlohmann::json to_json(const TrainResult& r) {
 
 void run(const TrainOptions& o) {
   Scenario sc = o.scenario;
-  sc.hidden = parse_widths(o.hidden);
+  sc.hidden = parse_int_list(o.hidden, "--hidden", "layer widths (e.g. 512,512)");
   sc.env = cuda_environment(o.visible, o.order);
   if (o.device_ids) sc.device_ids = parse_device_ids(*o.device_ids);
   // model.cuda(device_ids[0]) before wrapping, unless --device says otherwise (then DataParallel

@@ -1,7 +1,6 @@
 // Controller: feed -> snapshot, requests -> runner, environment -> process visibility.
 #include "controller.h"
 
-#include <sstream>
 
 #include "furnace/error.h"     // defines: Error, FURNACE_CHECK
 #include "furnace/topology.h"  // defines: load_topology
@@ -9,25 +8,6 @@
 
 namespace furnace::viz {
 
-std::vector<int> parse_int_list(const std::string& text, const char* what) {
-  std::vector<int> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    FURNACE_CHECK(used == item.size() && !item.empty())
-        << what << ": '" << text << "' is not a comma-separated list of integers (e.g. 512,512)";
-    out.push_back(v);
-  }
-  FURNACE_CHECK(!out.empty()) << what << ": at least one value is needed";
-  return out;
-}
 
 Scenario scenario_from_controls(const ControlsState& c) {
   Scenario sc = c.scenario;
@@ -38,7 +18,7 @@ Scenario scenario_from_controls(const ControlsState& c) {
   sc.output_device.reset();
   if (sc.parallel == "dp") {
     if (!c.device_ids.empty()) {
-      sc.device_ids = parse_int_list(c.device_ids, "device_ids");
+      sc.device_ids = furnace::parse_int_list(c.device_ids, "device_ids", "integers (e.g. 0,1)");
       sc.device = std::max(0, sc.device_ids->front());  // model.cuda(device_ids[0]) before wrapping
     }
     if (c.output_device >= 0) sc.output_device = c.output_device;

@@ -17,9 +17,10 @@ namespace furnace::viz {
 
 // A comma-separated list of integers as typed in the Controls panel ("512,512", "0,1,2");
 // `what` names the field in the error; throws furnace::Error.
-std::vector<int> parse_int_list(const std::string& text, const char* what);
 // The hidden-layer text ("512,512") as widths; throws furnace::Error.
-inline std::vector<int> parse_hidden(const std::string& text) { return parse_int_list(text, "hidden layers"); }
+inline std::vector<int> parse_hidden(const std::string& text) {
+  return furnace::parse_int_list(text, "hidden layers", "integers (e.g. 512,512)");
+}
 // Applies the Controls' text fields to controls.scenario and validates it; throws furnace::Error.
 Scenario scenario_from_controls(const ControlsState& controls);
 Environment environment_of(const EnvState& env);

@@ -140,6 +140,12 @@ struct TrainingStopped : std::exception {
   const char* what() const noexcept override { return "training stopped"; }
 };
 
+// Parses "512,512" or "0,1,2,3": comma-separated integers, every item complete (no "0,x", no
+// empty item). An empty text gives an empty list when `allow_empty`. Otherwise throws one line:
+// "<what>: '<text>' is not a comma-separated list of <noun_and_example>".
+std::vector<int> parse_int_list(const std::string& text, const std::string& what,
+                                const char* noun_and_example, bool allow_empty = false);
+
 // Runs `scenario`, reporting every event to `trace` and progress after every step. `on_progress`
 // may throw (TrainingStopped) to stop the run; it is called on the training thread.
 TrainResult train(const Scenario& scenario, TraceBus& trace, const ProgressFn& on_progress = {});

@@ -1,4 +1,7 @@
 // Scenario validation: every bad value gets one line naming the option.
+#include <algorithm>
+#include <string>
+
 #include "furnace/error.h"
 #include "furnace/train.h"
 
@@ -25,6 +28,29 @@ void Scenario::validate() const {
       << "--parallel must be none or dp (got '" << parallel << "')";
   FURNACE_CHECK(parallel == "dp" || (!device_ids && !output_device))
       << (device_ids ? "--device-ids" : "--output-device") << " needs --parallel dp";
+}
+
+std::vector<int> parse_int_list(const std::string& text, const std::string& what,
+                                const char* noun_and_example, bool allow_empty) {
+  std::vector<int> out;
+  if (text.empty() && allow_empty) return out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    FURNACE_CHECK(!item.empty() && used == item.size())
+        << what << ": '" << text << "' is not a comma-separated list of " << noun_and_example;
+    out.push_back(v);
+    start = comma + 1;
+  }
+  return out;
 }
 
 }  // namespace furnace
