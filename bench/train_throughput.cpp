@@ -7,7 +7,7 @@
 //   - DataParallel over 2 and 4 simulated GPUs at the same global batch: the cost of simulating
 //     the copies, the reduce-add and one worker thread per GPU on this CPU.
 // Rounds alternate between the variants and the best round of each is reported, since the
-// machines are shared and noisy. Usage: furnace_bench_train [--steps N] [--rounds R] [--threads T]
+// machines are shared and noisy. Usage: furnace_bench_train [--steps N] [--rounds R] [--threads T] [--only one|dp4]
 #include <cblas.h>
 
 #include <algorithm>
@@ -137,14 +137,23 @@ double pytorch_run(int steps, int threads, bool threads_in_blas) {
 
 int main(int argc, char** argv) {
   int steps = 150, rounds = 3;
+  std::string only;  // "one" or "dp4": that run alone (for a profiler), no table
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--rounds")) rounds = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
     else { std::fprintf(stderr, "unknown option %s\n", argv[i]); return 2; }
   }
   openblas_set_num_threads(threads);
+  if (only == "one" || only == "dp4") {
+    double best = 0;
+    for (int r = 0; r < rounds; ++r) best = std::max(best, only == "one" ? furnace_run(steps, false) : furnace_dp_run(steps, 4));
+    std::printf("%s: %.0f samples/s\n", only.c_str(), best);
+    return 0;
+  }
+  if (!only.empty()) { std::fprintf(stderr, "--only must be one or dp4\n"); return 2; }
   std::printf("reference MLP 784-512-512-10, batch 256, %d steps x %d rounds, %d thread(s)\n", steps, rounds, threads);
   double best_off = 0, best_on = 0, best_bare = 0, best_torch_omp = -1, best_torch_blas = -1;
   double best_dp2 = 0, best_dp4 = 0;

@@ -238,7 +238,7 @@ void add_devices_command(CLI::App& app) {
       run_cuda(*opts, env);
     } else {
       FURNACE_CHECK(opts->backend == "sim")
-          << "unknown backend '" << opts->backend << "' (choose sim or cuda)";
+          << "unknown backend '" << printable(opts->backend) << "' (choose sim or cuda)";
       run_sim(*opts, env);
     }
   });

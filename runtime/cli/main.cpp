@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   furnace::cli::add_scaler_command(app);
   furnace::cli::add_scatter_command(app);
   furnace::cli::add_dp_loss_trap_command(app);
+  furnace::cli::add_lesson_command(app);
   // CLI11 would answer an unknown command with "A subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
@@ -38,6 +39,9 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const furnace::cli::ExitCode& e) {
+    std::fflush(stdout);
+    return e.code;
   } catch (const CLI::ParseError& e) {
     // One line, the program's name first, a non-zero status (CLI11's own output is several lines).
     std::fprintf(stderr, "furnace: error: %s (see furnace --help)\n", e.what());

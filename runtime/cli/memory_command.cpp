@@ -54,14 +54,6 @@ struct MemoryOptions {
   bool json = false;
 };
 
-struct Step {
-  std::string op;     // "alloc", "free", "empty_cache"
-  int index = -1;     // into --alloc; -1 for empty_cache
-  uint64_t bytes = 0; // alloc/free: the requested size; empty_cache: the bytes released
-  uint64_t allocated = 0, reserved = 0;
-  std::string note;
-};
-
 std::vector<uint64_t> parse_sizes(const std::vector<std::string>& items) {
   std::vector<uint64_t> out;
   for (const std::string& item : items) {
@@ -94,14 +86,10 @@ std::vector<int> parse_frees(const std::vector<std::string>& items, size_t n_all
   return out;
 }
 
-std::string plural(int64_t n, const char* word) {
-  return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
-}
-
-void print_json(const std::vector<Step>& steps) {
+void print_json(const std::vector<ReplayStep>& steps) {
   std::string out = "{\"steps\":[";
   for (size_t i = 0; i < steps.size(); ++i) {
-    const Step& s = steps[i];
+    const ReplayStep& s = steps[i];
     out += (i ? ",{" : "{");
     out += "\"op\":\"" + s.op + "\",\"bytes\":" + std::to_string(s.bytes) +
            ",\"allocated\":" + std::to_string(s.allocated) +
@@ -111,7 +99,7 @@ void print_json(const std::vector<Step>& steps) {
   std::printf("%s\n", out.c_str());
 }
 
-void print_table(const std::vector<Step>& steps, const std::string& label, uint64_t capacity,
+void print_table(const std::vector<ReplayStep>& steps, const std::string& label, uint64_t capacity,
                  uint64_t context) {
   std::printf("%s: %s total, %s taken by the CUDA context; PyTorch's caching allocator\n\n",
               label.c_str(), format_size(capacity).c_str(), format_size(context).c_str());
@@ -121,7 +109,7 @@ void print_table(const std::vector<Step>& steps, const std::string& label, uint6
   std::vector<Row> rows;
   rows.push_back({{"step", "op", "size", "allocated", "reserved", "what happened"}});
   for (size_t i = 0; i < steps.size(); ++i) {
-    const Step& s = steps[i];
+    const ReplayStep& s = steps[i];
     std::string op = s.index >= 0 ? s.op + "[" + std::to_string(s.index) + "]" : s.op;
     rows.push_back({{std::to_string(i), op, format_size(s.bytes), format_size(s.allocated),
                      format_size(s.reserved), s.note}});
@@ -182,8 +170,7 @@ void run_memory(const MemoryOptions& o) {
   const std::vector<int> frees = parse_frees(o.free, sizes.size());
 
   CachingAllocator alloc(*device, o.device);
-  std::vector<Step> steps;
-  std::vector<void*> ptrs(sizes.size(), nullptr);
+  std::vector<ReplayStep> steps;
   auto finish = [&] {
     if (o.json) {
       print_json(steps);
@@ -191,64 +178,16 @@ void run_memory(const MemoryOptions& o) {
       print_table(steps, label, capacity, context);
     }
   };
-  auto record = [&](const char* op, int index, uint64_t bytes, std::string note) {
-    steps.push_back({op, index, bytes, alloc.memory_allocated(), alloc.memory_reserved(),
-                     std::move(note)});
-  };
-
   // The order is fixed: every allocation in --alloc order, then the frees in --free order, then
   // empty_cache.
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    const MemoryStats before = alloc.stats();
-    try {
-      ptrs[i] = alloc.allocate(sizes[i]);
-    } catch (const OutOfMemoryError&) {
-      finish();  // the steps so far, then the error line from main()
-      throw;
-    }
-    const MemoryStats& after = alloc.stats();
-    std::string note;
-    if (sizes[i] == 0) {
-      note = "nothing: a 0-byte request gets a null pointer";
-    } else {
-      const uint64_t block = after.allocated_bytes[0].current - before.allocated_bytes[0].current;
-      const bool small = allocator_is_small(allocator_round_size(sizes[i]));
-      note = "block " + format_size(block) + (small ? " (small pool)" : " (large pool)");
-      if (after.num_alloc_retries > before.num_alloc_retries) {
-        note += ", device full: released " +
-                plural(after.num_device_free - before.num_device_free, "cached segment") +
-                " and retried";
-      }
-      if (after.num_device_alloc > before.num_device_alloc) {
-        const uint64_t segment = allocator_segment_size(allocator_round_size(sizes[i]));
-        note += ", new " + format_size(segment) + " segment";
-      } else {
-        note += ", from the cache";
-      }
-    }
-    record("alloc", static_cast<int>(i), sizes[i], std::move(note));
-  }
-  for (int i : frees) {
-    const uint64_t before = alloc.memory_allocated();
-    alloc.deallocate(ptrs[i]);
-    ptrs[i] = nullptr;
-    const uint64_t block = before - alloc.memory_allocated();
-    record("free", i, sizes[i],
-           sizes[i] == 0 ? "nothing to free"
-                         : "block " + format_size(block) + " back to the cache (still reserved)");
-  }
-  if (o.empty_cache) {
-    const MemoryStats before = alloc.stats();
-    alloc.empty_cache();
-    const MemoryStats& after = alloc.stats();
-    const uint64_t released = before.reserved_bytes[0].current - after.reserved_bytes[0].current;
-    const int64_t segments = after.num_device_free - before.num_device_free;
-    record("empty_cache", -1, released,
-           segments == 0 ? "no segment is entirely free: nothing released"
-                         : "released " + plural(segments, "entirely free segment"));
+  try {
+    replay_allocations(alloc, sizes, frees, o.empty_cache, steps);
+  } catch (const OutOfMemoryError&) {
+    finish();  // the steps so far, then the error line from main()
+    throw;
   }
   finish();
-  if (!o.json) print_explanation(alloc.memory_allocated(), alloc.memory_reserved());
+  if (!o.json && !steps.empty()) print_explanation(steps.back().allocated, steps.back().reserved);
 }
 
 }  // namespace

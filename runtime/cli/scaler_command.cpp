@@ -1,5 +1,6 @@
 // `furnace scaler`: GradScaler's loss-scale sequence, step by step, with overflows injected at
 // chosen steps: the instrument for the mixed-precision lesson.
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -22,6 +23,9 @@ struct ScalerOptions {
 };
 
 void run_scaler(const ScalerOptions& o) {
+  // PyTorch takes any init_scale; with 0, a negative or a non-finite one no step is ever taken.
+  FURNACE_CHECK(o.scaler.init_scale > 0 && std::isfinite(o.scaler.init_scale))
+      << "--init-scale must be a positive finite number (got " << o.scaler.init_scale << ")";
   const std::vector<ScalerStep> steps = replay_scaler(o.steps, o.overflow_at, o.scaler);
   if (o.json) {
     nlohmann::json out = nlohmann::json::array();

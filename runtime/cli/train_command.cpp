@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "furnace/allocator.h"
+#include "furnace/checkpoint.h"  // defines: read_checkpoint, resume_scenario
 #include "furnace/error.h"
 #include "furnace/process.h"  // defines: describe_cuda_environment
 #include "furnace/train.h"
@@ -25,18 +26,28 @@ struct TrainOptions {
   std::optional<std::string> visible, order;  // --visible, --order
   std::optional<std::string> device_ids;      // --device-ids, as typed
   bool device_given = false;                  // --device on the command line
+  // Checkpoints: --checkpoint, --save-every, --resume, --stop-at-step, --strict-keys.
+  std::string checkpoint, resume;
+  int64_t save_every = 0;
+  int64_t stop_at_step = -1;
+  bool strict_keys = false;
+  std::function<bool(const std::string&)> given;  // whether a flag was on the command line
 };
 
 
 // DataParallel's part of the summary: how the batch was split, and where each device's modelled
 // time per step went (busy in each phase, idle waiting for the others).
-void print_dp_summary(const DpReport& dp) {
+void print_dp_summary(const DpReport& dp, bool real_gpus) {
   std::string ids, chunks;
   for (int d : dp.device_ids) ids += (ids.empty() ? "" : ", ") + std::to_string(d);
   for (int64_t c : dp.chunks) chunks += (chunks.empty() ? "" : ",") + std::to_string(c);
   std::printf("\nDataParallel: device_ids [%s], output_device cuda:%d, chunks %s\n", ids.c_str(),
               dp.output_device, chunks.c_str());
   for (const std::string& n : dp.notes) std::printf("  %s\n", n.c_str());
+  if (real_gpus) {  // the per-device breakdown is the simulator's model; a GPU has its timeline
+    std::printf("  per-device time on real GPUs: record a trace (--trace run.json) and open it in Perfetto\n");
+    return;
+  }
   std::printf("modelled time per step %.3f ms; per device (ms per step, busy in each phase, idle = waiting):\n",
               dp.step_s * 1e3);
   std::printf("  %-8s %9s %9s %9s %9s %9s %9s %9s %9s\n", "device", "scatter", "replicate", "compute",
@@ -58,15 +69,33 @@ void print_dp_summary(const DpReport& dp) {
   }
 }
 
+void print_checkpoint_summary(const TrainResult& r, const std::string& path, int64_t save_every) {
+  if (r.checkpoints_saved > 0)
+    std::printf("  checkpoint      %lld saved to %s (%s; the last at step %lld; %s, %.1f ms each: "
+                "written to %s.tmp, fsync'ed, renamed)\n",
+                static_cast<long long>(r.checkpoints_saved), path.c_str(),
+                save_every > 0 ? ("every " + std::to_string(save_every) + " steps and at the end").c_str() : "at the end",
+                static_cast<long long>(r.last_checkpoint_step), format_size(r.checkpoint_bytes).c_str(),
+                1e3 * r.checkpoint_save_s, path.c_str());
+  if (r.stopped)
+    std::printf("  stopped         at step %lld (--stop-at-step), not evaluated: continue with "
+                "furnace train --resume %s\n", static_cast<long long>(r.steps), path.c_str());
+}
+
 void print_summary(const TrainResult& r) {
-  std::printf("\ntrained %lld steps (%d epoch%s) on %s [%s backend]\n",
+  std::printf("\ntrained %lld steps (%d epoch%s) on %s [%s backend]%s\n",
               static_cast<long long>(r.steps), r.epochs, r.epochs == 1 ? "" : "s",
-              r.topology.c_str(), r.backend.c_str());
+              r.topology.c_str(), r.backend.c_str(),
+              r.resumed_from_step >= 0 ? (", resumed from step " + std::to_string(r.resumed_from_step)).c_str() : "");
   std::printf("  final loss      %.4f\n", r.final_loss);
   if (r.test_accuracy >= 0) std::printf("  test accuracy   %.4f\n", r.test_accuracy);
-  std::printf("  throughput      %.0f samples/s (wall clock, this CPU)\n", r.samples_per_s);
-  std::printf("  modelled time   %.3f s on the simulated GPU (%.3f ms per optimizer step)\n",
-              r.modelled_s, 1e3 * r.modelled_step_s);
+  if (r.backend == "cuda") {  // real GPUs: wall clock is the measurement; there is no model
+    std::printf("  throughput      %.0f samples/s (wall clock, on the GPU)\n", r.samples_per_s);
+  } else {
+    std::printf("  throughput      %.0f samples/s (wall clock, this CPU)\n", r.samples_per_s);
+    std::printf("  modelled time   %.3f s on the simulated GPU (%.3f ms per optimizer step)\n",
+                r.modelled_s, 1e3 * r.modelled_step_s);
+  }
   if (r.amp != "off")
     std::printf("  mixed precision %s autocast%s\n", r.amp.c_str(),
                 r.amp == "fp16" ? (", GradScaler: final scale " + std::to_string(static_cast<long long>(r.final_loss_scale)) +
@@ -93,7 +122,7 @@ void print_summary(const TrainResult& r) {
                   "optimizer state; cuda:%d the gathered outputs and the loss)\n",
                   r.dp->device_ids[0], r.dp->output_device);
   }
-  if (r.dp) print_dp_summary(*r.dp);
+  if (r.dp) print_dp_summary(*r.dp, r.backend == "cuda");
 }
 
 nlohmann::json dp_json(const DpReport& dp) {
@@ -134,7 +163,25 @@ nlohmann::json to_json(const TrainResult& r) {
           {"final_loss_scale", r.final_loss_scale},
           {"modelled_step_s", r.modelled_step_s},
           {"memory", mem},
-          {"dp", r.dp ? dp_json(*r.dp) : nlohmann::json()}};
+          {"dp", r.dp ? dp_json(*r.dp) : nlohmann::json()},
+          {"checkpoint", nlohmann::json()}};
+}
+
+nlohmann::json checkpoint_json(const TrainResult& r, const std::string& path) {
+  return {{"path", path},
+          {"saved", r.checkpoints_saved},
+          {"last_step", r.last_checkpoint_step},
+          {"bytes", r.checkpoint_bytes},
+          {"save_s", r.checkpoint_save_s},
+          {"resumed_from_step", r.resumed_from_step >= 0 ? nlohmann::json(r.resumed_from_step) : nlohmann::json()},
+          {"stopped", r.stopped},
+          {"notes", r.checkpoint_notes}};
+}
+
+std::string ids_text(const std::vector<int>& ids) {
+  std::string s;
+  for (int d : ids) s += (s.empty() ? "" : ",") + std::to_string(d);
+  return s;
 }
 
 void run(const TrainOptions& o) {
@@ -142,6 +189,28 @@ void run(const TrainOptions& o) {
   sc.hidden = parse_int_list(o.hidden, "--hidden", "layer widths (e.g. 512,512)");
   sc.env = cuda_environment(o.visible, o.order);
   if (o.device_ids) sc.device_ids = parse_device_ids(*o.device_ids);
+
+  // --resume: the checkpoint's scenario, with what the command line may change; saving goes on
+  // to the same file every --save-every steps as before, unless told otherwise.
+  CheckpointOptions ck;
+  std::unique_ptr<Checkpoint> saved;
+  ck.path = o.checkpoint;
+  ck.save_every = o.save_every;
+  ck.stop_at_step = o.stop_at_step;
+  ck.strict_keys = o.strict_keys;
+  FURNACE_CHECK(!o.given("--save-every") || o.save_every >= 1) << "--save-every must be at least 1 (got " << o.save_every << ")";
+  FURNACE_CHECK(!o.given("--stop-at-step") || o.stop_at_step >= 1) << "--stop-at-step must be at least 1 (got " << o.stop_at_step << ")";
+  FURNACE_CHECK(!o.strict_keys || !o.resume.empty()) << "--strict-keys needs --resume PATH";
+  if (!o.resume.empty()) {
+    saved = std::make_unique<Checkpoint>(read_checkpoint(o.resume));
+    sc = resume_scenario(saved->scenario, sc, o.given);
+    ck.resume = saved.get();
+    ck.resume_path = o.resume;
+    if (ck.path.empty()) ck.path = o.resume;
+    if (!o.given("--save-every")) ck.save_every = saved->save_every;
+  }
+  FURNACE_CHECK(!ck.path.empty() || !o.given("--save-every")) << "--save-every needs --checkpoint PATH";
+  FURNACE_CHECK(!ck.path.empty() || o.stop_at_step < 0) << "--stop-at-step needs --checkpoint PATH (to continue from)";
   // model.cuda(device_ids[0]) before wrapping, unless --device says otherwise (then DataParallel
   // checks it, as PyTorch does).
   if (sc.parallel == "dp" && sc.device_ids && !sc.device_ids->empty() && !o.device_given)
@@ -170,12 +239,13 @@ void run(const TrainOptions& o) {
                 sc.workers, sc.pin_memory ? "True" : "False");
   if (!o.quiet && !o.json && sc.parallel == "dp")
     std::printf("  model = nn.DataParallel(model, device_ids=%s%s)\n",
-                o.device_ids ? ("[" + *o.device_ids + "]").c_str() : "None (every visible device)",
+                sc.device_ids ? ("[" + ids_text(*sc.device_ids) + "]").c_str() : "None (every visible device)",
                 sc.output_device ? (", output_device=" + std::to_string(*sc.output_device)).c_str() : "");
   if (!o.quiet && !o.json && !sc.env.empty())
     std::printf("  %s (furnace devices shows which GPU is which)\n", describe_cuda_environment(sc.env).c_str());
+  if (!o.json) ck.on_note = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
   std::fflush(stdout);
-  TrainResult r = train(sc, bus, progress);
+  TrainResult r = train(sc, bus, progress, ck);
   bar.finish();
 
   if (writer) {
@@ -183,10 +253,14 @@ void run(const TrainOptions& o) {
     if (!o.json) std::printf("trace: %zu events written to %s (open it in https://ui.perfetto.dev)\n",
                              writer->event_count(), o.trace_path.c_str());
   }
-  if (o.json)
-    std::printf("%s\n", to_json(r).dump().c_str());
-  else
+  if (o.json) {
+    nlohmann::json j = to_json(r);
+    if (!ck.path.empty()) j["checkpoint"] = checkpoint_json(r, ck.path);
+    std::printf("%s\n", j.dump().c_str());
+  } else {
     print_summary(r);
+    print_checkpoint_summary(r, ck.path, ck.save_every);
+  }
 }
 
 }  // namespace
@@ -196,7 +270,13 @@ void add_train_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("train", "train the reference MLP on Fashion-MNIST on a (simulated) GPU");
   Scenario& s = opts->scenario;
   cmd->add_option("--topology", s.topology, "machine: a name in data/topologies or a .toml path")->capture_default_str();
-  cmd->add_option("--backend", s.backend, "sim (CPU, modelled GPU clock) or cuda")->capture_default_str();
+  s.backend = "auto";
+  cmd->add_option("--backend", s.backend,
+                  "auto (cuda when a GPU is present, else sim; $FURNACE_BACKEND overrides), sim "
+                  "(CPU, modelled GPU clock) or cuda")
+      ->capture_default_str();
+  cmd->add_flag("--allow-tf32", s.allow_tf32,
+                "torch.backends.cuda.matmul.allow_tf32 = True: fp32 GEMMs on TF32 tensor cores (cuda)");
   cmd->add_option("--epochs", s.epochs, "passes over the training set")->capture_default_str();
   cmd->add_option("--batch", s.batch, "batch size")->capture_default_str();
   cmd->add_option("--lr", s.lr, "learning rate")->capture_default_str();
@@ -220,17 +300,28 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--init-scale", s.scaler.init_scale, "fp16: GradScaler init_scale")->capture_default_str();
   cmd->add_option("--growth-interval", s.scaler.growth_interval, "fp16: GradScaler growth_interval")->capture_default_str();
   cmd->add_option("--accum", s.accum, "gradient accumulation: micro-batches per optimizer step")->capture_default_str();
-  cmd->add_flag("--accum-no-divide", [opts](int64_t) { opts->scenario.accum_divide = false; },
+  // "{false}": given, the flag stores false; a value such as --no-eval=x is CLI11's conversion error.
+  cmd->add_flag("--accum-no-divide{false}", s.accum_divide,
                 "do not divide the loss by --accum (the article's snippet: effectively lr x accum)");
   cmd->add_option("--workers", s.workers, "DataLoader num_workers")->capture_default_str();
   cmd->add_option("--prefetch-factor", s.prefetch_factor, "DataLoader prefetch_factor (needs --workers > 0)");
   cmd->add_flag("--pin-memory", s.pin_memory, "DataLoader pin_memory: pinned batches, faster host-to-device copies");
-  cmd->add_flag("--no-eval", [opts](int64_t) { opts->scenario.evaluate = false; }, "skip the test-set evaluation");
+  cmd->add_flag("--no-eval{false}", s.evaluate, "skip the test-set evaluation");
   cmd->add_option("--trace", opts->trace_path, "write a Chrome trace (Perfetto) to this file");
   cmd->add_flag("--json", opts->json, "end stdout with one JSON object of the results");
   cmd->add_flag("--quiet", opts->quiet, "no progress bar");
+  cmd->add_option("--checkpoint", opts->checkpoint,
+                  "save the whole training state to this file (atomically) at the end of the run");
+  cmd->add_option("--save-every", opts->save_every, "also save the checkpoint every N optimizer steps");
+  cmd->add_option("--resume", opts->resume,
+                  "continue the run saved in this checkpoint (its scenario; saving goes on to the same file)");
+  cmd->add_option("--stop-at-step", opts->stop_at_step,
+                  "end after this optimizer step, saving the checkpoint, as a job's time limit would");
+  cmd->add_flag("--strict-keys", opts->strict_keys,
+                "--resume: load the model's state_dict as PyTorch's strict load_state_dict (no \"module.\" fix-up)");
   cmd->callback([opts, cmd] {
     opts->device_given = cmd->count("--device") > 0;
+    opts->given = [cmd](const std::string& flag) { return cmd->count(flag) > 0; };
     run(*opts);
   });
 }

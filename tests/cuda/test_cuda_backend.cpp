@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "cuda/cuda_test_support.h"  // defines: FURNACE_REQUIRE_CUDA_DEVICES
 #include "furnace/error.h"
 #include "furnace/ops.h"
 #include "furnace/runtime.h"
@@ -13,9 +14,7 @@ namespace {
 
 class CudaBackendTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  }
+  void SetUp() override { FURNACE_REQUIRE_CUDA_DEVICES(1); }
 };
 
 TEST_F(CudaBackendTest, EnumeratesDevicesWithSaneProperties) {

@@ -2,81 +2,22 @@
 // clear line with a non-zero exit for every kind of bad input.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "integration/cli_harness.h"  // defines: CliHarness, CliRun, slurp
+
 namespace {
 
 namespace fs = std::filesystem;
+using furnace::cli_test::CliRun;
+using furnace::cli_test::slurp;
 
-struct CliRun {
-  int status = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
-class Cli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("furnace_cli_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  CliRun furnace(const std::string& args) {
-    const fs::path err = dir_ / "stderr.txt";
-    // Without the caller's CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER: `furnace train` honours them.
-    const std::string cmd = "env -u CUDA_VISIBLE_DEVICES -u CUDA_DEVICE_ORDER " + std::string(FURNACE_CLI) +
-                            " " + args + " 2>" + err.string() + " </dev/null";
-    CliRun r;
-    FILE* p = ::popen(cmd.c_str(), "r");
-    std::array<char, 4096> buf{};
-    size_t n;
-    while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-    const int st = ::pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    r.err = slurp(err);
-    return r;
-  }
-
-  // A failing run: non-zero exit (not a crash), exactly one line on stderr containing `needle`.
-  void expect_one_line_error(const std::string& args, const std::string& needle) {
-    CliRun r = furnace(args);
-    EXPECT_NE(r.status, 0) << args;
-    EXPECT_LT(r.status, 128) << args << ": killed by a signal";
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
-    EXPECT_NE(r.err.find(needle), std::string::npos) << args << "\nstderr: " << r.err;
-  }
-
-  std::string slice() const { return std::string(FURNACE_TEST_DATA_DIR) + "/fashion-mnist"; }
-
-  // A copy of the slice in which one file is replaced by `bytes`.
-  std::string broken_copy(const std::string& file, const std::string& bytes) {
-    fs::path d = dir_ / ("data" + std::to_string(++copies_));
-    fs::create_directories(d);
-    for (const auto& e : fs::directory_iterator(slice()))
-      if (e.path().extension() == ".gz") fs::copy_file(e.path(), d / e.path().filename());
-    fs::remove(d / (file + ".gz"));
-    std::ofstream(d / file, std::ios::binary) << bytes;
-    return d.string();
-  }
-
-  fs::path dir_;
-  int copies_ = 0;
-};
+class Cli : public furnace::cli_test::CliHarness {};
 
 TEST_F(Cli, TrainJsonContract) {
   CliRun r = furnace("train --data " + slice() + " --epochs 3 --json --quiet");

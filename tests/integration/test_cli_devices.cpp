@@ -4,54 +4,19 @@
 // environment without CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER unless the test sets them.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <array>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
+
+#include "integration/cli_harness.h"  // defines: CliHarness, CliRun
 
 namespace {
 
-namespace fs = std::filesystem;
+using furnace::cli_test::CliRun;
 
-struct CliRun {
-  int status = -1;
-  std::string out, err;
-};
-
-class CliDevices : public ::testing::Test {
+class CliDevices : public furnace::cli_test::CliHarness {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("furnace_cli_devices_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  // `env`: "VAR=value ..." put in front of the command (after clearing the two variables).
-  CliRun furnace(const std::string& args, const std::string& env = "") {
-    const fs::path err = dir_ / "stderr.txt";
-    const std::string cmd = "env -u CUDA_VISIBLE_DEVICES -u CUDA_DEVICE_ORDER " + env + " " +
-                            std::string(FURNACE_CLI) + " " + args + " 2>" + err.string() + " </dev/null";
-    CliRun r;
-    FILE* p = ::popen(cmd.c_str(), "r");
-    std::array<char, 4096> buf{};
-    size_t n;
-    while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-    const int st = ::pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    std::ifstream f(err);
-    r.err.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-    return r;
-  }
-
   nlohmann::json json(const std::string& args, const std::string& env = "") {
     CliRun r = furnace(args, env);
     EXPECT_EQ(r.status, 0) << args << "\n" << r.err;
@@ -63,18 +28,8 @@ class CliDevices : public ::testing::Test {
     }
   }
 
-  void expect_one_line_error(const std::string& args, const std::string& needle, const std::string& env = "") {
-    CliRun r = furnace(args, env);
-    EXPECT_NE(r.status, 0) << args;
-    EXPECT_LT(r.status, 128) << args << ": killed by a signal";
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
-    EXPECT_NE(r.err.find(needle), std::string::npos) << args << "\nstderr: " << r.err;
-  }
-
   std::string topology_file(const std::string& name, const std::string& text) {
-    const fs::path p = dir_ / (name + ".toml");
-    std::ofstream(p) << text;
-    return p.string();
+    return write_file(name + ".toml", text);
   }
 
   std::string notes(const nlohmann::json& j) {
@@ -82,8 +37,6 @@ class CliDevices : public ::testing::Test {
     for (const auto& n : j.at("notes")) s += n.get<std::string>() + "\n";
     return s;
   }
-
-  fs::path dir_;
 };
 
 std::vector<int> physical_of(const nlohmann::json& visible) {
@@ -230,9 +183,10 @@ TEST_F(CliDevices, SelectGpuScenarioPrintsBothTrapsAndTheFix) {
                         "a version that works", "'2,3'", "no GPU is shared"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
   const nlohmann::json smi = json("smi --scenario select-gpu --json");
-  ASSERT_EQ(smi.at("parts").size(), 2u);
+  ASSERT_EQ(smi.at("parts").size(), 4u);
   EXPECT_EQ(smi.at("parts")[0].at("gpus")[0].at("processes").size(), 2u);  // collision on GPU 0
   EXPECT_EQ(smi.at("parts")[1].at("gpus")[0].at("processes").size(), 1u);
+  EXPECT_EQ(smi.at("parts")[2].at("gpus")[2].at("processes").size(), 2u);  // the race on GPU 2
   CliRun list = furnace("scenario list");
   EXPECT_NE(list.out.find("two-jobs"), std::string::npos);
   EXPECT_NE(list.out.find("select-gpu"), std::string::npos);

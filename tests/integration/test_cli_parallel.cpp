@@ -3,73 +3,30 @@
 // tracks nest), PyTorch's errors and warnings on stderr, and `furnace dp-loss-trap`.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
+#include <vector>
+
+#include "integration/cli_harness.h"  // defines: CliHarness, CliRun
 
 namespace {
 
 namespace fs = std::filesystem;
+using furnace::cli_test::CliRun;
 using nlohmann::json;
 
-struct CliRun {
-  int status = -1;
-  std::string out, err;
-  json last_json() const {  // the last line of stdout
-    const size_t end = out.find_last_not_of('\n');
-    const size_t start = out.rfind('\n', end);
-    return json::parse(out.substr(start == std::string::npos ? 0 : start + 1));
-  }
-};
-
-class CliParallel : public ::testing::Test {
+class CliParallel : public furnace::cli_test::CliHarness {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("furnace_cli_dp_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  CliRun furnace(const std::string& args) {
-    const fs::path err = dir_ / "stderr.txt";
-    // A clean CUDA environment: the simulated process sees every GPU of its topology.
-    const std::string cmd = "env -u CUDA_VISIBLE_DEVICES -u CUDA_DEVICE_ORDER " + std::string(FURNACE_CLI) +
-                            " " + args + " 2>" + err.string() + " </dev/null";
-    CliRun r;
-    FILE* p = ::popen(cmd.c_str(), "r");
-    std::array<char, 4096> buf{};
-    size_t n;
-    while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-    const int st = ::pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    std::ifstream f(err, std::ios::binary);
-    r.err.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-    return r;
-  }
-
-  void expect_one_line_error(const std::string& args, const std::string& needle) {
-    CliRun r = furnace(args);
-    EXPECT_NE(r.status, 0) << args;
-    EXPECT_LT(r.status, 128) << args << ": killed by a signal";
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << "\n" << r.err;
-    EXPECT_NE(r.err.find(needle), std::string::npos) << args << "\nstderr: " << r.err;
-  }
-
   std::string train(const std::string& extra) {
     return "train --data " + std::string(FURNACE_TEST_DATA_DIR) + "/fashion-mnist --epochs 1 --steps 3 --no-eval --quiet " + extra;
   }
-
-  fs::path dir_;
 };
 
 const char* kImbalance =

@@ -50,6 +50,10 @@ class HeadlessUi : public ::testing::Test {
 
 TEST_F(HeadlessUi, EveryPanelAloneProducesDrawData) {
   SnapshotBuilder b = testing::fake_dp_run();
+  LessonDriver lessons;  // the Lesson panel lists the lessons of the source tree
+  lessons.load();
+  ASSERT_FALSE(lessons.view().lessons->empty());
+  b.snapshot().lesson = lessons.view();
   for (int i = 0; i < kPanelCount; ++i) {
     const auto id = static_cast<PanelId>(i);
     Ui ui;
@@ -66,6 +70,33 @@ TEST_F(HeadlessUi, TheWholeLayoutDrawsEveryWindow) {
   Ui ui;
   AppState app;
   EXPECT_GE(run_frames(ui, app, b.snapshot(), 5), kPanelCount);  // six windows plus the menu bar
+}
+
+TEST_F(HeadlessUi, TheLessonPanelDrawsAStepAndOutlinesItsPanel) {
+  SnapshotBuilder b = testing::fake_dp_run();
+  LessonDriver lessons;
+  lessons.load();
+  const int index = lessons.find("01-single-card");
+  ASSERT_GE(index, 0);
+  lessons.open(index);
+  b.snapshot().lesson = lessons.view();
+  Ui ui;
+  AppState app;
+  app.is_open(PanelId::lesson) = true;
+  int with_lesson = 0;
+  EXPECT_GE(run_frames(ui, app, b.snapshot(), 5, &with_lesson), kPanelCount);  // seven windows
+  lessons.open(-1);
+  b.snapshot().lesson = lessons.view();
+  int list_only = 0;
+  run_frames(ui, app, b.snapshot(), 3, &list_only);
+  EXPECT_NE(with_lesson, list_only);  // the step's text and outline, not the list
+  for (bool zh : {false, true}) {  // both languages draw
+    app.lesson.zh = zh;
+    app.solo = PanelId::lesson;
+    int vertices = 0;
+    EXPECT_GT(run_frames(ui, app, b.snapshot(), 2, &vertices), 0);
+    EXPECT_GT(vertices, 400);
+  }
 }
 
 TEST_F(HeadlessUi, AnEmptySnapshotDrawsWithoutEvents) {

@@ -390,5 +390,42 @@ TEST(Controller, CudaVisibleDevicesIsFrozenAtTheFirstDeviceUse) {
   EXPECT_EQ(c.snapshot().edited_visibility.devices[0].physical_index, 3);
 }
 
+TEST(Controller, ALessonStepSetsUpItsScenarioAndRunsItsChecksOffTheUiThread) {
+  AppState app = slice_app();
+  Controller c(app, /*autostart=*/false);
+  const int index = c.lessons().find("01-single-card");
+  ASSERT_GE(index, 0) << "lessons/01-single-card is missing";
+  app.lesson.open_request = index;
+  c.update(app, 0);
+  const LessonView& v = c.snapshot().lesson;
+  ASSERT_NE(v.open_lesson(), nullptr);
+  EXPECT_TRUE(app.is_open(PanelId::lesson));
+  const lesson::Step& first = v.open_lesson()->steps[0];
+  EXPECT_EQ(app.controls.scenario.topology, first.scenario.scenario.topology);
+  if (auto it = first.scenario.scenario.env.find(kCudaVisibleDevices); it != first.scenario.scenario.env.end()) {
+    EXPECT_TRUE(app.env.visible_set);
+    EXPECT_EQ(app.env.visible, it->second);
+  }
+  if (auto panel = parse_panel(first.panel)) EXPECT_TRUE(app.is_open(*panel));
+
+  app.lesson.run_request = true;
+  c.update(app, 0);
+  // The step runs on the lesson thread (a devices step may already be done by now).
+  EXPECT_TRUE(c.snapshot().lesson.running || c.snapshot().lesson.outcome(0) != nullptr);
+  ASSERT_TRUE(frames_until(c, app, [](const Snapshot& s) { return !s.lesson.running; }, 120));
+  const lesson::StepOutcome* o = c.snapshot().lesson.outcome(0);
+  ASSERT_NE(o, nullptr) << c.snapshot().lesson.run_error;
+  EXPECT_FALSE(o->checks.empty());
+  for (const lesson::CheckResult& r : o->checks) EXPECT_TRUE(r.pass) << r.check->observable << ": " << r.detail;
+
+  app.lesson.step_request = 1;  // next: a new step, results of the first kept
+  c.update(app, 1);
+  EXPECT_EQ(c.snapshot().lesson.step, 1);
+  EXPECT_NE(c.snapshot().lesson.outcome(0), nullptr);
+  app.lesson.open_request = -1;  // back to the list
+  c.update(app, 2);
+  EXPECT_EQ(c.snapshot().lesson.open_lesson(), nullptr);
+}
+
 }  // namespace
 }  // namespace furnace::viz

@@ -111,6 +111,23 @@ TEST(DataLoader, DefaultPrefetchIsTwoPerWorkerAndPinMemoryIsCarried) {
   EXPECT_LE(loader.in_flight(), 6);
 }
 
+TEST(DataLoader, InFlightIsPrefetchTimesWorkersAndZeroWithoutWorkers) {
+  CountingDataset ds(40);
+  LoaderOptions o;
+  o.batch_size = 2;  // 20 batches: more than are ever in flight
+  o.num_workers = 3;
+  DataLoader loader(ds, o);
+  EXPECT_EQ(loader.in_flight(), 6);  // sent before the first next()
+  Batch b;
+  ASSERT_TRUE(loader.next(b));
+  EXPECT_EQ(loader.in_flight(), 6);  // each batch taken sends one more
+  o.num_workers = 0;
+  DataLoader plain(ds, o);
+  EXPECT_EQ(plain.in_flight(), 0);
+  ASSERT_TRUE(plain.next(b));
+  EXPECT_EQ(plain.in_flight(), 0);  // loaded by next() itself: nothing ahead
+}
+
 std::string error_of(const std::function<void()>& f) {
   try {
     f();

@@ -247,12 +247,20 @@ TEST(Comm, BroadcastCoalescedKeepsTheOriginalsOnTheSourceAndViewsElsewhere) {
   auto out = parallel::broadcast_coalesced(ctx, ts, {0, 2, 3});
   ASSERT_EQ(out.size(), 3u);
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(out[0][i].shares_storage_with(ts[i]));
-  for (int d = 1; d < 3; ++d)
+  for (int d = 1; d < 3; ++d) {
     for (int i = 0; i < 3; ++i) {
-      EXPECT_TRUE(out[d][i].shares_storage_with(out[d][0]));  // one flat buffer per bucket
+      EXPECT_EQ(out[d][i].device(), Device::cuda(d + 1));
       EXPECT_EQ(out[d][i].shape(), ts[i].shape());
       EXPECT_EQ(host_values(m.rt, out[d][i]), vals[i]);
     }
+    // One flat buffer per bucket on each device: 30 floats, in one 512-byte block.
+    EXPECT_EQ(m.rt.memory_allocated(d + 1), 512u) << d + 1;
+  }
+  const size_t on_source = m.rt.memory_allocated(0);
+  out.clear();  // the replicas' views hold the device buffers; the source's flat was temporary
+  EXPECT_EQ(m.rt.memory_allocated(2), 0u);
+  EXPECT_EQ(m.rt.memory_allocated(3), 0u);
+  EXPECT_EQ(m.rt.memory_allocated(0), on_source);
   EXPECT_EQ(m.count(EventKind::kernel, "cat"), 1);   // flattened once on the source
   EXPECT_EQ(m.count(EventKind::copy, "peer"), 2);    // one copy per other device
   try {

@@ -243,7 +243,7 @@ TEST(MachineScenarios, TwoJobsUseDisjointGpusAndSmiSumsTheirMemory) {
 
 TEST(MachineScenarios, SelectGpuShowsBothTrapsThenAFix) {
   const MachineScenarioResult r = run_machine_scenario("select-gpu");
-  ASSERT_EQ(r.parts.size(), 2u);
+  ASSERT_EQ(r.parts.size(), 4u);
   std::string text;
   for (const ScenarioStep& s : r.parts[0].steps) text += s.text + "\n";
   EXPECT_NE(text.find("Trap 1"), std::string::npos);
@@ -260,6 +260,22 @@ TEST(MachineScenarios, SelectGpuShowsBothTrapsThenAFix) {
   EXPECT_EQ(fixed_b.devices[0].physical_index, 2);
   EXPECT_EQ(fixed_b.devices[1].physical_index, 3);
   for (const SmiGpu& g : r.parts[1].smi.gpus) EXPECT_EQ(g.processes.size(), 1u) << g.index;
+  // The race: jobs B and C both check before either allocates, both choose GPUs 2 and 3.
+  const ScenarioPart& race = r.parts[2];
+  ASSERT_EQ(race.processes.size(), 3u);
+  for (size_t p : {1u, 2u}) {
+    ASSERT_EQ(race.processes[p].devices.size(), 2u) << race.processes[p].name;
+    EXPECT_EQ(race.processes[p].devices[0].physical_index, 2);
+    EXPECT_EQ(race.processes[p].devices[1].physical_index, 3);
+  }
+  EXPECT_EQ(race.smi.gpus[2].processes.size(), 2u);
+  EXPECT_EQ(race.smi.gpus[3].processes.size(), 2u);
+  // The launcher hands out one GPU each: every GPU has one process.
+  const ScenarioPart& launcher = r.parts[3];
+  ASSERT_EQ(launcher.processes.size(), 3u);
+  EXPECT_EQ(launcher.processes[1].devices.at(0).physical_index, 2);
+  EXPECT_EQ(launcher.processes[2].devices.at(0).physical_index, 3);
+  for (const SmiGpu& g : launcher.smi.gpus) EXPECT_EQ(g.processes.size(), 1u) << g.index;
 }
 
 TEST(MachineScenarios, UnknownNameAndSmallMachinesAreOneLine) {

@@ -7,8 +7,10 @@
 
 #include <cfloat>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <thread>
@@ -23,9 +25,15 @@
 
 #include "controller.h"   // defines: Controller, parse_hidden
 #include "frame_stats.h"  // defines: FrameStats
+#include "furnace/error.h"       // defines: FURNACE_CHECK, printable
 #include "furnace/process.h"
+#include "furnace/topology.h"    // defines: load_topology
+#include "furnace/visibility.h"  // defines: check_visible_devices_flag, parse_device_order
 #include "panels.h"       // defines: Ui
 #include "theme.h"        // defines: apply_theme, load_fonts
+#include "lesson_driver.h"  // defines: LessonDriver
+#include "trace_file.h"   // defines: load_chrome_trace
+#include "window_size.h"  // defines: parse_window_size
 
 namespace {
 
@@ -47,11 +55,28 @@ struct Options {
   float step_delay_ms = 100;
   int wait_steps = 0;
   std::string trace_file;
+  std::string lesson;       // --lesson ID: open the Lesson panel on that lesson
+  int lesson_step = 1;      // --lesson-step N (1-based)
+  std::string lang = "en";  // --lang en|zh
+  bool lesson_run = false;  // --lesson-run: run the step's checks (a screenshot waits for them)
   bool paused = false;
   bool no_cjk = false;
   std::string stage;
   std::string training_priority = "idle";
 };
+
+// GLFW reports errors through a plain function pointer, so they meet here (the only mutable
+// globals of the app). Until the window is up the last one is kept and folded into the single
+// line that says why no window opened; after that each is printed as it comes.
+std::string glfw_last_error;
+bool glfw_errors_to_stderr = false;
+
+void on_glfw_error(int code, const char* text) {
+  glfw_last_error = std::string(text ? text : "") + " (error " + std::to_string(code) + ")";
+  if (glfw_errors_to_stderr) std::fprintf(stderr, "furnace-viz: GLFW error %d: %s\n", code, text);
+}
+
+std::string glfw_error_text() { return glfw_last_error.empty() ? "no error reported" : furnace::printable(glfw_last_error); }
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -115,28 +140,28 @@ int run(const Options& o) {
   // software renderer's present): keep them in the heap instead of mmap/munmap + page faults.
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
-  int width = 1280, height = 800;
-  if (std::sscanf(o.size.c_str(), "%dx%d", &width, &height) != 2 || width < 320 || height < 240) {
-    std::fprintf(stderr, "furnace-viz: --size must be WIDTHxHEIGHT, at least 320x240 (got '%s')\n", o.size.c_str());
+  const std::optional<furnace::viz::WindowSize> size = furnace::viz::parse_window_size(o.size);
+  if (!size) {
+    std::fprintf(stderr, "furnace-viz: --size must be WIDTHxHEIGHT, from 320x240 to 16384x16384 (got '%s')\n",
+                 furnace::printable(o.size).c_str());
     return 2;
   }
+  const int width = size->width, height = size->height;
   std::optional<furnace::viz::PanelId> solo;
   if (!o.panel.empty()) {
     solo = furnace::viz::parse_panel(o.panel);
     if (!solo) {
       std::fprintf(stderr, "furnace-viz: --panel must be one of devices, pipeline, memory, training, "
-                           "timeline, controls (got '%s')\n", o.panel.c_str());
+                           "timeline, controls, lesson (got '%s')\n", furnace::printable(o.panel).c_str());
       return 2;
     }
   }
 
-  glfwSetErrorCallback([](int code, const char* text) { std::fprintf(stderr, "furnace-viz: GLFW error %d: %s\n", code, text); });
+  glfwSetErrorCallback(on_glfw_error);
   if (!glfwInit()) {
-    std::fprintf(stderr,
-                 "furnace-viz: cannot open a window (no display: DISPLAY is %s).\n"
-                 "  On a desktop, run build/release/visualizer/furnace-viz there; without one, render to a PNG:\n"
-                 "  xvfb-run -a build/release/visualizer/furnace-viz --screenshot viz.png --frames 240\n",
-                 std::getenv("DISPLAY") ? "set, but unreachable" : "unset");
+    std::fprintf(stderr, "furnace-viz: cannot open a window (DISPLAY is %s; GLFW: %s); without a display, "
+                         "render to a PNG: xvfb-run -a furnace-viz --screenshot viz.png --frames 240\n",
+                 std::getenv("DISPLAY") ? "set, but unreachable" : "unset", glfw_error_text().c_str());
     return 1;
   }
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
@@ -147,10 +172,11 @@ int run(const Options& o) {
   glfwWindowHint(GLFW_STENCIL_BITS, 0);
   GLFWwindow* window = glfwCreateWindow(width, height, "Furnace 炼丹炉 - furnace-viz", nullptr, nullptr);
   if (!window) {
-    std::fprintf(stderr, "furnace-viz: cannot create an OpenGL 3.3 window (see the GLFW error above)\n");
+    std::fprintf(stderr, "furnace-viz: cannot create an OpenGL 3.3 window (GLFW: %s)\n", glfw_error_text().c_str());
     glfwTerminate();
     return 1;
   }
+  glfw_errors_to_stderr = true;
   glfwMakeContextCurrent(window);
   glfwSwapInterval(o.fps > 0 ? 0 : 1);  // our own pacing (vsync does not pace under Xvfb)
 
@@ -159,7 +185,9 @@ int run(const Options& o) {
   ImGuiIO& io = ImGui::GetIO();
   io.IniFilename = nullptr;  // the layout comes from the code: screenshots are reproducible
   furnace::viz::apply_theme(ImGui::GetStyle());
-  const furnace::viz::FontReport fonts = furnace::viz::load_fonts(io, 15.0f, !o.no_cjk);
+  const furnace::viz::FontReport fonts = furnace::viz::load_fonts(io, 15.0f, !o.no_cjk,
+                                                                   o.no_cjk ? "" : furnace::viz::LessonDriver::all_text());
+  if (!fonts.warnings.empty()) std::fprintf(stderr, "furnace-viz: %s\n", fonts.warnings.c_str());
   if (fonts.cjk.empty() && !o.no_cjk)
     std::fprintf(stderr, "furnace-viz: no Chinese font found (apt-get install fonts-wqy-microhei): "
                          "Chinese text shows as '?'\n");
@@ -186,6 +214,7 @@ int run(const Options& o) {
   }
   if (o.order) app.env.order = *o.order;
   if (!o.trace_file.empty()) app.open_trace = o.trace_file;
+  app.lesson.zh = o.lang == "zh";
   glfwSetWindowUserPointer(window, &app);
   glfwSetDropCallback(window, [](GLFWwindow* w, int count, const char** paths) {  // a dropped trace file
     if (count > 0) static_cast<AppState*>(glfwGetWindowUserPointer(w))->open_trace = paths[0];
@@ -196,7 +225,14 @@ int run(const Options& o) {
     using Priority = furnace::viz::Runner::Priority;
     const Priority priority = o.training_priority == "normal" ? Priority::normal
                               : o.training_priority == "low" ? Priority::low : Priority::idle;
-    furnace::viz::Controller controller(app, !o.paused, priority);
+    // With --lesson the lesson step sets up the scenario (and starts it, unless it is about a
+    // process before its first device use).
+    furnace::viz::Controller controller(app, !o.paused && o.lesson.empty(), priority);
+    if (!o.lesson.empty()) {  // checked in validate(): the lesson exists
+      app.lesson.open_request = controller.lessons().find(o.lesson);
+      app.lesson.step_request = o.lesson_step - 1;
+      app.lesson.run_request = o.lesson_run;
+    }
     furnace::viz::Ui ui;
     bool stage_set = false;
     furnace::viz::FrameStats work_ms, interval_ms, ui_ms, gl_ms;
@@ -255,6 +291,8 @@ int run(const Options& o) {
         waiting = controller.snapshot().training.global_step < o.wait_steps && seconds_since(t_start) < 120 &&
                   run.state != furnace::viz::RunStatus::State::failed;
       }
+      if (!waiting && o.lesson_run && (app.lesson.run_request || controller.lessons().view().running))
+        waiting = seconds_since(t_start) < 120;  // --lesson-run: frames count once the checks are in
       const bool last = !waiting && o.frames > 0 && counted + 1 >= o.frames;
       if (last && !o.screenshot.empty()) {
         if (!redraw) ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());  // the back buffer is stale
@@ -301,8 +339,10 @@ int run(const Options& o) {
                   period > 0 ? 1000 * period : 0.0, ui_ms.percentile(50), ui_ms.percentile(99),
                   gl_ms.percentile(50), gl_ms.percentile(99), last_vertices, last_indices / 3, drawn, skipped);
     }
-    if (controller.snapshot().run.state == furnace::viz::RunStatus::State::failed)
+    if (controller.snapshot().run.state == furnace::viz::RunStatus::State::failed) {
       std::fprintf(stderr, "furnace-viz: the run failed: %s\n", controller.snapshot().run.message.c_str());
+      rc = 1;
+    }
   }
 
   ImGui_ImplOpenGL3_Shutdown();
@@ -311,6 +351,49 @@ int run(const Options& o) {
   glfwDestroyWindow(window);
   glfwTerminate();
   return rc;
+}
+
+// What can be checked before a window opens, with `furnace train`'s one-line messages: a bad
+// value ends the program here instead of showing up later in a panel.
+void check_options(const Options& o) {
+  const furnace::Scenario& s = o.scenario;
+  (void)furnace::load_topology(s.topology);
+  FURNACE_CHECK(s.backend == "sim" || s.backend == "cuda")
+      << "unknown backend '" << furnace::printable(s.backend) << "' (choose sim or cuda)";
+  FURNACE_CHECK(s.data_dir.empty() || std::filesystem::is_directory(s.data_dir))
+      << furnace::printable(s.data_dir) << ": dataset directory does not exist";
+  FURNACE_CHECK(s.parallel == "dp" || (o.device_ids.empty() && o.output_device < 0))
+      << (o.device_ids.empty() ? "--output-device" : "--device-ids") << " needs --parallel dp";
+  if (o.visible) furnace::check_visible_devices_flag(*o.visible);
+  if (o.order) {
+    try {
+      (void)furnace::parse_device_order(*o.order);
+    } catch (const furnace::Error& e) {
+      FURNACE_FAIL() << "--order: " << e.what();
+    }
+  }
+  FURNACE_CHECK(o.frames >= 0) << "--frames must be 0 (until closed) or more (got " << o.frames << ")";
+  FURNACE_CHECK(o.wait_steps >= 0) << "--wait-steps must be 0 or more (got " << o.wait_steps << ")";
+  FURNACE_CHECK(std::isfinite(o.fps) && o.fps >= 0) << "--fps must be 0 (vsync) or more (got " << o.fps << ")";
+  FURNACE_CHECK(std::isfinite(o.step_delay_ms) && o.step_delay_ms >= 0 && o.step_delay_ms <= 60000)
+      << "--step-delay-ms must be in [0, 60000] (got " << o.step_delay_ms << ")";
+  if (!o.trace_file.empty()) (void)furnace::viz::load_chrome_trace(o.trace_file);
+  if (!o.screenshot.empty()) {
+    const std::filesystem::path folder = std::filesystem::absolute(o.screenshot).parent_path();
+    FURNACE_CHECK(std::filesystem::is_directory(folder))
+        << "--screenshot: the folder '" << furnace::printable(folder.string()) << "' does not exist";
+  }
+  (void)furnace::lesson::parse_lang(o.lang);
+  if (!o.lesson.empty()) {
+    furnace::viz::LessonDriver lessons;
+    lessons.load();
+    const int index = lessons.find(o.lesson);
+    FURNACE_CHECK(index >= 0) << "--lesson: no lesson '" << furnace::printable(o.lesson)
+                              << "' (furnace lesson list shows them)";
+    const int steps = static_cast<int>((*lessons.view().lessons)[static_cast<size_t>(index)].steps.size());
+    FURNACE_CHECK(o.lesson_step >= 1 && o.lesson_step <= steps)
+        << "--lesson-step must be in [1, " << steps << "] for " << o.lesson << " (got " << o.lesson_step << ")";
+  }
 }
 
 }  // namespace
@@ -331,6 +414,8 @@ int main(int argc, char** argv) {
   cli.add_option("--parallel", s.parallel, "none, or dp: torch.nn.DataParallel over --device-ids")->capture_default_str();
   cli.add_option("--device-ids", o.device_ids, "DataParallel's device_ids, comma-separated (default: all visible)");
   cli.add_option("--output-device", o.output_device, "DataParallel's output_device (default: device_ids[0])");
+  cli.add_option("--amp", s.amp, "mixed precision: off, fp16 (autocast + GradScaler) or bf16")->capture_default_str();
+  cli.add_option("--accum", s.accum, "gradient accumulation: micro-batches per optimizer step")->capture_default_str();
   cli.add_option("--device", s.device, "logical device ordinal (cuda:N) to train on")->capture_default_str();
   cli.add_option_function<std::string>("--visible", [&o](const std::string& v) { o.visible = v; },
                                        "CUDA_VISIBLE_DEVICES of the training process (default: this shell's)");
@@ -340,19 +425,31 @@ int main(int argc, char** argv) {
   cli.add_option("--training-priority", o.training_priority,
                  "idle (trains on CPU time the UI leaves: smooth frames), low, or normal")
       ->capture_default_str()->check(CLI::IsMember({"idle", "low", "normal"}));
+  cli.add_option("--lesson", o.lesson, "open the Lesson panel on this lesson (furnace lesson list)");
+  cli.add_option("--lesson-step", o.lesson_step, "with --lesson: start at this step (1-based)")->capture_default_str();
+  cli.add_option("--lang", o.lang, "the lessons' language: en or zh")->capture_default_str();
+  cli.add_flag("--lesson-run", o.lesson_run, "with --lesson: run the step's action and checks at once");
   cli.add_flag("--paused", o.paused, "start a process that has not used CUDA yet; Run > Restart trains");
   cli.add_option("--trace-file", o.trace_file, "open a Chrome trace in the Timeline (furnace train --trace; "
                                               "dropping a file on the window works too)");
   cli.add_option("--screenshot", o.screenshot, "write the last frame as a PNG (works under Xvfb)");
   cli.add_option("--frames", o.frames, "render this many frames, then exit (0: until closed)")->capture_default_str();
-  cli.add_option("--panel", o.panel, "show one panel alone: devices, pipeline, memory, training, timeline, controls");
+  cli.add_option("--panel", o.panel, "show one panel alone: devices, pipeline, memory, training, timeline, controls, lesson");
   cli.add_option("--wait-steps", o.wait_steps, "start counting --frames once training reached this step");
   cli.add_option("--stage", o.stage, "Pipeline: pause on this phase (scatter, replicate, reduce, ...)");
   cli.add_option("--size", o.size, "window size WIDTHxHEIGHT")->capture_default_str();
   cli.add_option("--fps", o.fps, "frame rate limit (0: vsync)")->capture_default_str();
   cli.add_flag("--no-cjk", o.no_cjk, "skip the Chinese glyphs (a smaller font atlas)");
   cli.add_flag("--frame-stats", o.frame_stats, "print frame-time percentiles (p50, p99) at exit");
-  CLI11_PARSE(cli, argc, argv);
+  try {
+    cli.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help
+    return cli.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // One line (CLI11's own report adds a second, "Run with --help ...").
+    std::fprintf(stderr, "furnace-viz: %s (see furnace-viz --help)\n", furnace::printable(e.what()).c_str());
+    return e.get_exit_code() ? e.get_exit_code() : 2;
+  }
   try {
     furnace::viz::ControlsState c;  // the same checks as the Controls panel, before a window opens
     c.scenario = o.scenario;
@@ -361,6 +458,7 @@ int main(int argc, char** argv) {
     c.device_ids = o.device_ids;
     c.output_device = o.output_device;
     furnace::viz::scenario_from_controls(c);
+    check_options(o);
     return run(o);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "furnace-viz: %s\n", e.what());

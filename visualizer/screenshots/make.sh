@@ -13,4 +13,6 @@ shot --topology dgx-h100 --parallel dp --panel memory --size 960x460 --wait-step
 shot --topology dgx-h100 --parallel dp --panel training --size 960x440 --wait-steps 300 --frames 10 --step-delay-ms 0 --screenshot $out/training.png
 shot --topology dgx-h100 --parallel dp --device-ids 0,1,2,3 --panel timeline --size 960x440 --wait-steps 30 --frames 10 --screenshot $out/timeline.png
 shot --topology dgx-h100 --parallel dp --panel controls --size 520x440 --wait-steps 5 --frames 10 --screenshot $out/controls.png
+shot --lesson 03-device-mapping --lesson-step 2 --lesson-run --wait-steps 3 --frames 20 --screenshot $out/lesson.png
+shot --lesson 01-single-card --lesson-run --lang zh --panel lesson --size 900x700 --frames 20 --screenshot $out/lesson-zh.png
 ls -l $out/*.png

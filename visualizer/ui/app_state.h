@@ -12,8 +12,8 @@
 
 namespace furnace::viz {
 
-enum class PanelId { devices, pipeline, memory, training, timeline, controls };
-inline constexpr int kPanelCount = 6;
+enum class PanelId { devices, pipeline, memory, training, timeline, controls, lesson };
+inline constexpr int kPanelCount = 7;
 const char* panel_name(PanelId id);  // "devices", "pipeline", ... (the --panel values)
 const char* panel_title(PanelId id); // "Devices 设备", ... (window titles)
 std::optional<PanelId> parse_panel(std::string_view name);
@@ -24,8 +24,6 @@ struct ControlsState {
   std::string device_ids;            // DataParallel's device_ids, as typed; empty: all visible
   std::string parallel = "none";     // "none" | "dp"
   int output_device = -1;            // DataParallel's output_device; -1: device_ids[0]
-  int accumulation = 1;
-  std::string amp = "off";           // "off" | "fp16" | "bf16"
   float step_delay_ms = 100;         // sleep after each optimizer step (watchable animation)
   std::string error;                 // why the last edit could not be applied
 };
@@ -37,11 +35,21 @@ struct EnvState {
   std::string order = "FASTEST_FIRST";  // CUDA_DEVICE_ORDER
 };
 
+// The Lesson panel's choices and requests (the Controller carries them out through LessonDriver).
+struct LessonState {
+  bool zh = false;                   // the text's language: Chinese, else English
+  std::optional<int> open_request;   // open lesson i (its first step); -1: back to the list
+  std::optional<int> step_request;   // go to step i: sets up its scenario in the live panels
+  bool run_request = false;          // run the current step's action and checks
+};
+
 struct AppState {
-  bool open[kPanelCount] = {true, true, true, true, true, true};
+  // Every panel but the Lesson panel starts open; --lesson or View > Lesson opens that one.
+  bool open[kPanelCount] = {true, true, true, true, true, true, false};
   std::optional<PanelId> solo;  // --panel NAME: that panel alone, filling the window
   ControlsState controls;
   EnvState env;
+  LessonState lesson;
   float frame_ms = 0;           // the previous frame, for the status line
 
   // ---- requests, carried out by the Controller after the frame --------------------------

@@ -36,6 +36,7 @@ Environment environment_of(const EnvState& env) {
 
 Controller::Controller(AppState& app, bool autostart, Runner::Priority priority)
     : runner_(std::make_unique<Runner>(feed_, priority)) {
+  lessons_.load();
   new_process(app);
   if (autostart) start_training(app);
   refresh_visibility(app);
@@ -110,7 +111,62 @@ void Controller::refresh_visibility(const AppState& app) {
   shown_valid_ = true;
 }
 
+namespace {
+
+std::string join_ints(const std::vector<int>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s;
+}
+
+}  // namespace
+
+void Controller::set_up_step(AppState& app, const lesson::Step& step) {
+  const Scenario& sc = step.scenario.scenario;
+  ControlsState& c = app.controls;
+  c.scenario = sc;
+  c.hidden = join_ints(sc.hidden);
+  c.parallel = sc.parallel;
+  c.device_ids = sc.device_ids ? join_ints(*sc.device_ids) : "";
+  c.output_device = sc.output_device.value_or(-1);
+  const auto visible = sc.env.find(kCudaVisibleDevices);
+  app.env.visible_set = visible != sc.env.end();
+  app.env.visible = app.env.visible_set ? visible->second : "";
+  const auto order = sc.env.find(kCudaDeviceOrder);
+  app.env.order = order != sc.env.end() ? order->second : "FASTEST_FIRST";
+  if (auto panel = parse_panel(step.panel)) app.is_open(*panel) = true;
+  // The devices lessons are about what a process sees before and at its first device use: a
+  // fresh process shows that; the others show their run live.
+  if (step.action == "devices")
+    app.new_process_requested = true;
+  else
+    app.restart_requested = true;
+}
+
+void Controller::update_lessons(AppState& app) {
+  LessonState& ls = app.lesson;
+  if (ls.open_request) {
+    lessons_.open(*ls.open_request);
+    ls.open_request.reset();
+    if (const lesson::Step* step = lessons_.view().current_step()) {
+      app.is_open(PanelId::lesson) = true;
+      set_up_step(app, *step);
+    }
+  }
+  if (ls.step_request) {
+    lessons_.go_to(*ls.step_request);
+    ls.step_request.reset();
+    if (const lesson::Step* step = lessons_.view().current_step()) set_up_step(app, *step);
+  }
+  if (ls.run_request) {
+    ls.run_request = false;
+    lessons_.run_current();
+  }
+  lessons_.poll();
+}
+
 void Controller::update(AppState& app, double now_s) {
+  update_lessons(app);
   if (app.new_process_requested) {
     app.new_process_requested = false;
     new_process(app);
@@ -145,6 +201,7 @@ void Controller::update(AppState& app, double now_s) {
     builder_.ingest(delta_, now_s);
   if (delta_.new_run) shown_valid_ = false;  // the builder's reset cleared the visibility
   refresh_visibility(app);
+  builder_.snapshot().lesson = lessons_.view();  // after ingest: a new run resets the snapshot
 }
 
 }  // namespace furnace::viz

@@ -9,6 +9,7 @@
 
 #include "app_state.h"        // defines: AppState
 #include "furnace/process.h"  // defines: Process, Environment
+#include "lesson_driver.h"    // defines: LessonDriver
 #include "live_feed.h"        // defines: LiveFeed, FeedDelta
 #include "model.h"            // defines: SnapshotBuilder
 #include "runner.h"           // defines: Runner
@@ -39,12 +40,17 @@ class Controller {
   const Snapshot& snapshot() const { return builder_.snapshot(); }
   Snapshot& snapshot() { return builder_.snapshot(); }
   Runner& runner() { return *runner_; }
+  LessonDriver& lessons() { return lessons_; }
   const Process* process() const { return process_.get(); }
 
  private:
   void new_process(AppState& app);     // a fresh process, CUDA not initialised yet
   bool start_training(AppState& app);  // initialises CUDA in the process and starts the run
   void refresh_visibility(const AppState& app);
+  void update_lessons(AppState& app);
+  // Puts a lesson step's scenario into the Controls and the environment, and asks for the run
+  // (or, for the devices action, a fresh process) that shows it.
+  void set_up_step(AppState& app, const lesson::Step& step);
 
   LiveFeed feed_;
   SnapshotBuilder builder_;
@@ -54,6 +60,7 @@ class Controller {
   EnvState shown_env_;  // what the snapshot's visibility was computed from
   bool shown_initialised_ = false, shown_valid_ = false;
   int next_pid_ = 4242;
+  LessonDriver lessons_;
   std::unique_ptr<Runner> runner_;  // last: its thread stops before the feed goes away
 };
 

@@ -1,7 +1,6 @@
 // ControlsPanel: the scenario's knobs (machine, backend, parallel mode, device_ids, batch,
 // output_device, accumulation, mixed precision, learning rate, model) and the training-thread
-// delay. A committed change restarts the scenario in a new process; knobs whose runtime work has
-// not landed yet are shown disabled, with a tooltip saying which work brings them.
+// delay. A committed change restarts the scenario in a new process.
 #include <algorithm>
 #include <cstdio>
 
@@ -15,11 +14,6 @@
 
 namespace furnace::viz {
 namespace {
-
-void pending_tooltip(const char* work) {
-  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
-    ImGui::SetTooltip("arrives with the %s work", work);
-}
 
 bool combo(const char* label, std::string& value, const std::vector<std::string>& items) {
   bool changed = false;
@@ -87,16 +81,21 @@ void ControlsPanel::draw_frame(AppState& app, const Snapshot& snap) {
   if (ImGui::InputInt("batch", &batch, 32, 256)) sc.batch = std::max(1, batch);
   restart |= ImGui::IsItemDeactivatedAfterEdit();
 
-  ImGui::BeginDisabled(true);
-  ImGui::InputInt("accumulation", &c.accumulation);
-  ImGui::EndDisabled();
-  pending_tooltip("gradient-accumulation (mixed-precision)");
-  ImGui::BeginDisabled(true);
-  int amp = c.amp == "fp16" ? 1 : c.amp == "bf16" ? 2 : 0;
+  int accum = sc.accum;
+  if (ImGui::InputInt("accumulation", &accum, 1, 1)) sc.accum = std::clamp(accum, 1, 1024);
+  restart |= ImGui::IsItemDeactivatedAfterEdit();
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("micro-batches per optimizer step; each micro-batch's loss is divided by this\n"
+                      "(the division the article's snippet leaves out)");
+  int amp = sc.amp == "fp16" ? 1 : sc.amp == "bf16" ? 2 : 0;
   const char* amps[] = {"off", "fp16", "bf16"};
-  ImGui::Combo("amp", &amp, amps, 3);
-  ImGui::EndDisabled();
-  pending_tooltip("mixed-precision");
+  if (ImGui::Combo("amp", &amp, amps, 3)) {
+    sc.amp = amps[amp];
+    restart = true;
+  }
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("autocast dtype: fp16 runs with a GradScaler (loss scale, skipped steps);\n"
+                      "bf16 has fp32's range and needs none");
 
   ImGui::InputFloat("learning rate", &sc.lr, 0.01f, 0.1f, "%.4f");
   restart |= ImGui::IsItemDeactivatedAfterEdit();

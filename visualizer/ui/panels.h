@@ -4,7 +4,7 @@
 // touch the runtime, threads, GLFW or GL.
 //
 // [SECTION] list: DevicesPanel, PipelinePanel, MemoryPanel, TrainingPanel, TimelinePanel,
-// ControlsPanel, Ui.
+// ControlsPanel, LessonPanel, Ui.
 #pragma once
 
 #include <string>
@@ -71,6 +71,17 @@ struct ControlsPanel {
   void draw_frame(AppState& app, const Snapshot& snap);
 };
 
+// A guided lesson: its text in English or Chinese, step by step (back, next, jump), the
+// prediction question, and the checks of what the text claims, PASS or FAIL, once the step ran.
+// Choosing a step sets up its scenario in the live panels; the panel it talks about is outlined.
+struct LessonPanel {
+  std::string answer;       // the learner's answer to the current step's prediction
+  int answered_step = -1;   // the step `answer` was submitted for (-1: none)
+  int answered_lesson = -1;
+  int shown_text_step = -1;  // the step whose text the learner revealed before running it
+  void draw_frame(AppState& app, const Snapshot& snap);
+};
+
 struct Ui {
   DevicesPanel devices;
   PipelinePanel pipeline;
@@ -78,7 +89,9 @@ struct Ui {
   TrainingPanel training;
   TimelinePanel timeline;
   ControlsPanel controls;
-  ImVec2 laid_out_for{0, 0};  // display size the window layout was computed for
+  LessonPanel lesson;
+  ImVec2 laid_out_for{0, 0};
+  bool laid_out_with_lesson = false;  // display size the window layout was computed for
 
   // The whole UI for one frame: menu bar, status line, the open panels' windows.
   void draw_frame(AppState& app, const Snapshot& snap);

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "lesson_driver.h"  // defines: LessonView
 #include "furnace/topology.h"  // defines: Topology, GpuSpec, LinkSpec
 #include "furnace/trace.h"     // defines: EventKind
 #include "furnace/visibility.h"  // defines: Visibility
@@ -166,6 +167,7 @@ struct Snapshot {
   uint64_t events_seen = 0;
   uint64_t events_dropped = 0;    // the feed's ring overflowed before the UI read it
   double time_s = 0;              // UI clock, seconds since start (animations, sampling)
+  LessonView lesson;              // the lessons and the open one's results (LessonDriver)
 };
 
 }  // namespace furnace::viz

@@ -4,13 +4,22 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "font_file.h"      // defines: font_file_problem
+#include "furnace/error.h"  // defines: printable
+
 namespace furnace::viz {
 namespace {
 
-std::string first_existing(const char* env, std::initializer_list<const char*> candidates) {
-  if (const char* p = std::getenv(env); p && *p && std::filesystem::exists(p)) return p;
+// The font named by $env when it is a font ImGui can open, else the first candidate that is. A
+// file $env names that is not such a font is passed over with a note in `warnings`.
+std::string first_font(const char* env, std::initializer_list<const char*> candidates, std::string& warnings) {
+  if (const char* p = std::getenv(env); p && *p && std::filesystem::exists(p)) {
+    const std::string problem = font_file_problem(p);
+    if (problem.empty()) return p;
+    warnings += std::string(warnings.empty() ? "" : "; ") + env + "=" + printable(p) + " is passed over: " + problem;
+  }
   for (const char* c : candidates)
-    if (std::filesystem::exists(c)) return c;
+    if (std::filesystem::exists(c) && font_file_problem(c).empty()) return c;
   return {};
 }
 
@@ -80,13 +89,13 @@ void apply_theme(ImGuiStyle& style) {
   c[ImGuiCol_Border] = v4(colors::rgb(58, 62, 72));
 }
 
-FontReport load_fonts(ImGuiIO& io, float size_px, bool cjk) {
+FontReport load_fonts(ImGuiIO& io, float size_px, bool cjk, const std::string& extra_text) {
   FontReport r;
-  r.latin = first_existing("FURNACE_VIZ_FONT", {
+  r.latin = first_font("FURNACE_VIZ_FONT", {
       "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
       "/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf",
       "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-  });
+  }, r.warnings);
   ImFont* base = nullptr;
   if (!r.latin.empty()) {
     ImFontConfig cfg;
@@ -102,19 +111,25 @@ FontReport load_fonts(ImGuiIO& io, float size_px, bool cjk) {
     base = io.Fonts->AddFontDefault(&cfg);
   }
   if (!cjk) return r;
-  r.cjk = first_existing("FURNACE_VIZ_CJK_FONT", {
+  r.cjk = first_font("FURNACE_VIZ_CJK_FONT", {
       "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc",
       "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",
       "/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc",
-  });
+  }, r.warnings);
   if (!r.cjk.empty()) {
     ImFontConfig cfg;
     cfg.MergeMode = true;
     cfg.OversampleH = 1;
     cfg.OversampleV = 1;
     cfg.PixelSnapH = true;
-    if (!io.Fonts->AddFontFromFileTTF(r.cjk.c_str(), size_px, &cfg,
-                                      io.Fonts->GetGlyphRangesChineseSimplifiedCommon()))
+    // The ranges must outlive the atlas build: one set per process is enough.
+    static ImVector<ImWchar> ranges;
+    ImFontGlyphRangesBuilder builder;
+    builder.AddRanges(io.Fonts->GetGlyphRangesChineseSimplifiedCommon());
+    builder.AddText(extra_text.c_str());
+    ranges.clear();
+    builder.BuildRanges(&ranges);
+    if (!io.Fonts->AddFontFromFileTTF(r.cjk.c_str(), size_px, &cfg, ranges.Data))
       r.cjk.clear();
   }
   return r;

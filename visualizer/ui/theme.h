@@ -48,9 +48,12 @@ void apply_theme(ImGuiStyle& style);
 struct FontReport {
   std::string latin;  // the file used, empty: ImGui's built-in font
   std::string cjk;    // the file merged for Chinese, empty: none found
+  std::string warnings;  // a $FURNACE_VIZ_FONT / $FURNACE_VIZ_CJK_FONT file that is not a usable font
 };
 // Adds the fonts to io.Fonts (call before the atlas is built). `cjk` false skips the Chinese
 // glyphs (faster atlas, for tests). $FURNACE_VIZ_FONT and $FURNACE_VIZ_CJK_FONT override the search.
-FontReport load_fonts(ImGuiIO& io, float size_px, bool cjk = true);
+// `extra_text`: text whose every glyph must be there besides ImGui's common Chinese set (the
+// lessons' text: it uses characters outside those 2,500).
+FontReport load_fonts(ImGuiIO& io, float size_px, bool cjk = true, const std::string& extra_text = "");
 
 }  // namespace furnace::viz

@@ -2,6 +2,8 @@
 #include "trace_file.h"
 
 #include <algorithm>
+#include <climits>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -9,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "furnace/error.h"  // defines: FURNACE_CHECK, FURNACE_FAIL
+#include "furnace/error.h"  // defines: FURNACE_CHECK, FURNACE_FAIL, printable
 
 namespace furnace::viz {
 namespace {
@@ -18,13 +20,44 @@ constexpr int kFurnaceHostPid = 1000;
 constexpr int kFurnacePhaseTid = 1000;
 constexpr int kFurnaceStepTid = 1001;
 
+constexpr size_t kMaxTracks = 1024;  // (pid, tid) pairs; a real trace has tens
+
+// A trace may come from other tools: a field of an unexpected type or range is treated as absent
+// (never a nlohmann type error, never an out-of-range float-to-integer conversion).
 int as_int(const nlohmann::json& v, int fallback) {
-  if (v.is_number_integer()) return v.get<int>();
-  if (v.is_number()) return static_cast<int>(v.get<double>());
+  if (v.is_number_integer()) {
+    const int64_t i = v.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(v.get<uint64_t>(), INT64_MAX))
+                                             : v.get<int64_t>();
+    return static_cast<int>(std::clamp<int64_t>(i, INT_MIN, INT_MAX));
+  }
+  if (v.is_number()) return static_cast<int>(std::clamp(v.get<double>(), double{INT_MIN}, double{INT_MAX}));
   if (v.is_string()) {  // some tools write pids as strings; keep them apart by hash
     return static_cast<int>(std::hash<std::string>{}(v.get<std::string>()) % 100000) + 2000;
   }
   return fallback;
+}
+
+// obj[key] when it is a string, else `fallback`.
+std::string string_or(const nlohmann::json& obj, const char* key, const std::string& fallback) {
+  const auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+// obj[key] when it is a finite number, else `fallback`.
+double number_or(const nlohmann::json& obj, const char* key, double fallback) {
+  const auto it = obj.find(key);
+  if (it == obj.end() || !it->is_number()) return fallback;
+  const double v = it->get<double>();
+  return std::isfinite(v) ? v : fallback;
+}
+
+// A count such as args.bytes: a number in [0, 2^63), else `fallback`.
+template <class T>
+T count_or(const nlohmann::json& obj, const char* key, T fallback) {
+  const double v = number_or(obj, key, -1);
+  if (v < 0 || v >= 9.2e18) return fallback;
+  const auto it = obj.find(key);
+  return it->is_number_integer() ? it->get<T>() : static_cast<T>(v);
 }
 
 }  // namespace
@@ -34,7 +67,7 @@ TimelineData parse_chrome_trace(const std::string& text, const std::string& orig
   try {
     doc = nlohmann::json::parse(text);
   } catch (const std::exception& e) {
-    FURNACE_FAIL() << origin << ": not a JSON file (" << e.what() << ")";
+    FURNACE_FAIL() << origin << ": not a JSON file (" << printable(e.what()) << ")";
   }
   const nlohmann::json* events = nullptr;
   if (doc.is_array())
@@ -64,26 +97,28 @@ TimelineData parse_chrome_trace(const std::string& text, const std::string& orig
   auto stream_of = [](int tid) { return tid == kFurnacePhaseTid ? TimelineTrack::kPhases : tid; };
   auto add = [&](int pid, int tid, const TimelineEvent& e) {
     TimelineTrack& t = data.track(device_of(pid), stream_of(tid));
+    FURNACE_CHECK(data.tracks.size() <= kMaxTracks)
+        << origin << ": more than " << kMaxTracks << " tracks ((pid, tid) pairs); the Timeline shows at most that many";
     t.events.push_back(e);
   };
 
   bool any = false;
   for (const nlohmann::json& ev : *events) {
     if (!ev.is_object()) continue;
-    const std::string ph = ev.value("ph", "");
+    const std::string ph = string_or(ev, "ph", "");
     const int pid = ev.contains("pid") ? as_int(ev["pid"], 0) : 0;
     const int tid = ev.contains("tid") ? as_int(ev["tid"], 0) : 0;
     if (ph == "M") {
-      const std::string what = ev.value("name", "");
+      const std::string what = string_or(ev, "name", "");
       std::string name;
-      if (ev.contains("args") && ev["args"].is_object()) name = ev["args"].value("name", "");
+      if (ev.contains("args") && ev["args"].is_object()) name = string_or(ev["args"], "name", "");
       if (what == "process_name") process_names[pid] = name;
       if (what == "thread_name") thread_names[{pid, tid}] = name;
       continue;
     }
     if (ph != "X" && ph != "B" && ph != "E") continue;
     if (tid == kFurnaceStepTid && pid != kFurnaceHostPid) continue;  // step markers: not bars
-    const double ts = ev.value("ts", 0.0) * 1e-6;
+    const double ts = number_or(ev, "ts", 0.0) * 1e-6;
     if (ph == "E") {
       auto& stack = open_begins[{pid, tid}];
       if (stack.empty()) continue;
@@ -96,17 +131,17 @@ TimelineData parse_chrome_trace(const std::string& text, const std::string& orig
     }
     TimelineEvent e;
     e.start = ts;
-    e.dur = ph == "X" ? ev.value("dur", 0.0) * 1e-6 : 0.0;
-    e.name = intern(ev.value("name", std::string("?")));
-    const std::string cat = ev.value("cat", "");
+    e.dur = ph == "X" ? std::max(0.0, number_or(ev, "dur", 0.0) * 1e-6) : 0.0;
+    e.name = intern(string_or(ev, "name", "?"));
+    const std::string cat = string_or(ev, "cat", "");
     e.kind = cat == "copy" || cat.find("memcpy") != std::string::npos || cat.find("Memcpy") != std::string::npos
                  ? EventKind::copy
                  : (tid == kFurnacePhaseTid || cat == "phase" ? EventKind::phase : EventKind::kernel);
     if (ev.contains("args") && ev["args"].is_object()) {
       const nlohmann::json& a = ev["args"];
-      if (a.contains("bytes") && a["bytes"].is_number()) e.bytes = a["bytes"].get<uint64_t>();
-      if (a.contains("flops") && a["flops"].is_number()) e.flops = a["flops"].get<double>();
-      if (a.contains("step") && a["step"].is_number()) e.step = a["step"].get<int64_t>();
+      e.bytes = count_or<uint64_t>(a, "bytes", 0);
+      e.flops = std::max(0.0, number_or(a, "flops", 0.0));
+      e.step = count_or<int64_t>(a, "step", -1);
     }
     if (ph == "B") {
       open_begins[{pid, tid}].push_back(e);

@@ -17,6 +17,7 @@ const char* panel_name(PanelId id) {
     case PanelId::training: return "training";
     case PanelId::timeline: return "timeline";
     case PanelId::controls: return "controls";
+    case PanelId::lesson: return "lesson";
   }
   return "?";
 }
@@ -29,6 +30,7 @@ const char* panel_title(PanelId id) {
     case PanelId::training: return "Training 训练";
     case PanelId::timeline: return "Timeline 时间线";
     case PanelId::controls: return "Controls 控制";
+    case PanelId::lesson: return "Lesson 课程";
   }
   return "?";
 }
@@ -79,8 +81,11 @@ struct Rect {
 
 // The default tiling for a display of `size` below a menu bar of height `top` (fractions of the
 // width and height; see the [SECTION] list in panels.h for what each panel shows).
-Rect default_rect(PanelId id, ImVec2 size, float top) {
-  const float W = size.x, H = size.y - top;
+Rect default_rect(PanelId id, ImVec2 size, float top, bool lesson_open) {
+  // With a lesson open, it takes a column on the right and the others tile the rest.
+  const float lesson_w = lesson_open ? std::floor(size.x * 0.34f) : 0.0f;
+  if (id == PanelId::lesson) return {size.x - lesson_w, top, lesson_w, size.y - top};
+  const float W = size.x - lesson_w, H = size.y - top;
   const float r1 = std::floor(H * 0.36f), r2 = std::floor(H * 0.34f), r3 = H - r1 - r2;
   const float c1 = std::floor(W * 0.42f), c2 = std::floor(W * 0.70f);
   switch (id) {
@@ -90,6 +95,7 @@ Rect default_rect(PanelId id, ImVec2 size, float top) {
     case PanelId::training: return {c1, top + r1, c2 - c1, r2};
     case PanelId::controls: return {c2, top + r1, W - c2, r2};
     case PanelId::timeline: return {0, top + r1 + r2, W, r3};
+    case PanelId::lesson: break;
   }
   return {0, top, W, H};
 }
@@ -158,8 +164,15 @@ void Ui::draw_frame(AppState& app, const Snapshot& snap) {
 
   pipeline.update(snap, io.DeltaTime);
 
-  const bool relayout = laid_out_for.x != io.DisplaySize.x || laid_out_for.y != io.DisplaySize.y;
+  const bool lesson_open = app.is_open(PanelId::lesson);
+  const bool relayout = laid_out_for.x != io.DisplaySize.x || laid_out_for.y != io.DisplaySize.y ||
+                        laid_out_with_lesson != lesson_open;
   laid_out_for = io.DisplaySize;
+  laid_out_with_lesson = lesson_open;
+  // The panel the current lesson step talks about gets an outline that pulses.
+  const lesson::Step* step = snap.lesson.current_step();
+  const std::optional<PanelId> highlighted =
+      step && lesson_open ? parse_panel(step->panel) : std::nullopt;
   const ImGuiWindowFlags solo_flags =
       ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoResize | ImGuiWindowFlags_NoCollapse;
   for (int i = 0; i < kPanelCount; ++i) {
@@ -169,7 +182,7 @@ void Ui::draw_frame(AppState& app, const Snapshot& snap) {
       ImGui::SetNextWindowPos(ImVec2(0, top), ImGuiCond_Always);
       ImGui::SetNextWindowSize(ImVec2(io.DisplaySize.x, io.DisplaySize.y - top), ImGuiCond_Always);
     } else {
-      const Rect r = default_rect(id, io.DisplaySize, top);
+      const Rect r = default_rect(id, io.DisplaySize, top, lesson_open);
       const ImGuiCond cond = relayout ? ImGuiCond_Always : ImGuiCond_FirstUseEver;
       ImGui::SetNextWindowPos(ImVec2(r.x, r.y), cond);
       ImGui::SetNextWindowSize(ImVec2(r.w, r.h), cond);
@@ -184,7 +197,14 @@ void Ui::draw_frame(AppState& app, const Snapshot& snap) {
         case PanelId::training: training.draw_frame(app, snap); break;
         case PanelId::timeline: timeline.draw_frame(app, snap); break;
         case PanelId::controls: controls.draw_frame(app, snap); break;
+        case PanelId::lesson: lesson.draw_frame(app, snap); break;
       }
+    }
+    if (highlighted == id && !app.solo) {
+      const ImVec2 p = ImGui::GetWindowPos(), s = ImGui::GetWindowSize();
+      const float pulse = 0.55f + 0.45f * std::sin(static_cast<float>(snap.time_s) * 4.0f);
+      ImGui::GetForegroundDrawList()->AddRect(ImVec2(p.x + 1, p.y + 1), ImVec2(p.x + s.x - 1, p.y + s.y - 1),
+                                              with_alpha(colors::kPeak, pulse), 4.0f, 0, 3.0f);
     }
     ImGui::End();
   }

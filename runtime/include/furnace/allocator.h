@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace furnace {
 
@@ -80,6 +81,23 @@ class CachingAllocator {
 size_t allocator_round_size(size_t bytes);        // 512-byte rounding (minimum 512)
 size_t allocator_segment_size(size_t rounded);    // 2 MiB, 20 MiB, or rounded up to 2 MiB
 bool allocator_is_small(size_t rounded);          // <= 1 MiB
+
+// One operation of an allocation replay, with the statistics after it.
+struct ReplayStep {
+  std::string op;       // "alloc", "free", "empty_cache"
+  int index = -1;       // into the sizes; -1 for empty_cache
+  uint64_t bytes = 0;   // alloc/free: the requested size; empty_cache: the bytes released
+  uint64_t allocated = 0, reserved = 0;  // memory_allocated / memory_reserved after it
+  std::string note;     // what happened: block size, pool, new segment or cache hit, retries
+};
+
+// Replays, on `alloc`: every size of `sizes` allocated in order, then the indices `frees` (each
+// at most once, checked by the caller) freed in that order, then empty_cache() if asked; appends
+// one ReplayStep per operation to `steps`. An allocation that does not fit throws
+// OutOfMemoryError with `steps` holding the operations done before it. Every block still held at
+// the end (or at the error) is freed before returning. `furnace memory` and the memory lesson.
+void replay_allocations(CachingAllocator& alloc, const std::vector<uint64_t>& sizes,
+                        const std::vector<int>& frees, bool empty_cache, std::vector<ReplayStep>& steps);
 
 // PyTorch's format_size: "N bytes", "x.xx KiB", "x.xx MiB", "x.xx GiB".
 std::string format_size(uint64_t bytes);

@@ -56,6 +56,7 @@ class GradScaler {
   struct OptimizerState {
     Stage stage = Stage::ready;
     std::map<int, Tensor> found_inf_per_device;  // 1-element f32 tensors, one per device
+    Runtime* rt = nullptr;                       // where they live (set by unscale_)
   };
 
   GradScalerOptions opt_;

@@ -16,6 +16,7 @@
 namespace furnace {
 
 class TraceBus;
+class DeviceOps;  // backend/device_ops.h (private): the op table of a device backend
 
 enum class CopyKind : uint8_t { h2d, d2h, d2d, peer };
 const char* copy_kind_name(CopyKind k);
@@ -63,6 +64,31 @@ class Backend {
     return false;
   }
 
+  // ---- device ops and collectives (optional) ------------------------------------------------
+  // The op table the ops layer dispatches to when host_accessible() is false; nullptr means none
+  // (the ops then refuse to run, with a clear message).
+  virtual DeviceOps* device_ops() { return nullptr; }
+  // Collectives over this process's devices (NCCL on the cuda backend), queued on each device's
+  // `stream`. collectives_available says whether they run over `devices` (distinct, at least two)
+  // for `dtype`; where not (the simulator, cuda without NCCL) the caller uses peer copies, as
+  // torch.cuda.comm does without NCCL, and the two calls below return false without doing
+  // anything. buffers[i] lives on devices[i]; every buffer holds `count` elements of `dtype`.
+  virtual bool collectives_available(const std::vector<int>& /*devices*/, DType /*dtype*/) const {
+    return false;
+  }
+  // broadcast: buffers[root]'s contents into every other buffer.
+  virtual bool broadcast(const std::vector<void*>& /*buffers*/, const std::vector<int>& /*devices*/,
+                         int /*root*/, size_t /*count*/, DType /*dtype*/, int /*stream*/) {
+    return false;
+  }
+  // reduce_sum: `result` (on devices[root]) = the elementwise sum of every buffer; result may be
+  // buffers[root] itself. The order of the additions is the library's.
+  virtual bool reduce_sum(void* /*result*/, const std::vector<const void*>& /*buffers*/,
+                          const std::vector<int>& /*devices*/, int /*root*/, size_t /*count*/,
+                          DType /*dtype*/, int /*stream*/) {
+    return false;
+  }
+
   // ---- the process's view of the machine (optional) -----------------------------------------
   // The first device use in this process (cuInit, PyTorch's lazy init): a backend whose devices
   // depend on the process's environment (CUDA_VISIBLE_DEVICES) fixes them here; until then its
@@ -92,6 +118,9 @@ std::unique_ptr<Backend> make_sim_backend(const Topology& topology, TraceBus* tr
 
 // Backends by name: "sim", and "cuda" where it was built. `topology` drives the simulator.
 std::vector<std::string> available_backends();   // built backends, "cuda" first, "sim" last
+// What --backend auto means: $FURNACE_BACKEND when set ("sim" or "cuda"), else "cuda" where it was
+// built and a CUDA device is present, else "sim". Anything other than "auto" comes back unchanged.
+std::string resolve_backend_name(const std::string& name);
 bool cuda_backend_built();
 int cuda_device_count();  // real CUDA devices; 0 when not built or no driver/device
 std::unique_ptr<Backend> make_backend(const std::string& name, const Topology& topology,

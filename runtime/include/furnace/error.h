@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace furnace {
 
@@ -30,6 +31,10 @@ class OutOfMemoryError : public Error {
  public:
   using Error::Error;
 };
+
+// `text` with every byte outside printable ASCII written as \xNN: user input quoted in a message
+// keeps the message on one line ("--hidden: '1\x0A2' is not ...").
+std::string printable(std::string_view text);
 
 namespace detail {
 // Collects a streamed message: FURNACE_CHECK(x > 0) << "x was " << x;

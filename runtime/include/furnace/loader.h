@@ -71,8 +71,13 @@ class DataLoader {
   int64_t num_batches() const;  // len(loader)
   const LoaderOptions& options() const { return opt_; }
   // Starts epoch `epoch`: a fresh permutation from (seed, epoch) when shuffling; workers start
-  // fetching right away.
-  void start_epoch(int64_t epoch);
+  // fetching right away. `first_batch` > 0 resumes inside the epoch (a checkpoint): the same
+  // permutation, and next() continues with batch `first_batch` (at most num_batches()).
+  void start_epoch(int64_t epoch, int64_t first_batch = 0);
+  // The next batch next() will yield: the loader's position in the epoch (a checkpoint saves it).
+  int64_t position() const;
+  // This epoch's sample indices in the order the batches deliver them (the shuffle's result).
+  std::vector<int64_t> epoch_order() const;
   // The next batch in order; false at the end of the epoch. A worker's error is rethrown as
   // "Caught <what> in DataLoader worker process <id>".
   bool next(Batch& out);

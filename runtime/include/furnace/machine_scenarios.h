@@ -1,6 +1,7 @@
 // furnace/machine_scenarios.h: stories of several processes sharing one simulated machine, from
 // the article in shared/seed/ (section 3): two jobs on disjoint GPUs, and select_least_used_gpu
-// with its two traps next to a version that works. Each scenario really runs: processes with
+// with its two traps next to a version that works, the race that version leaves when two jobs
+// start at once, and a launcher that hands out the GPUs. Each scenario really runs: processes with
 // their own environments on a SimMachine, each training model replicas on the GPUs it sees; the
 // result is a list of steps (the shell and Python lines of the article, what they print, notes)
 // and nvidia-smi's view at the end. The CLI (`furnace scenario`, `furnace smi --scenario`), the

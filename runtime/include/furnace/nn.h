@@ -99,6 +99,11 @@ class SGD {
   float weight_decay;
   int64_t step_count() const { return steps_; }
   const std::vector<Parameter>& parameters() const { return params_; }
+  // optimizer.state_dict()["state"][i]["momentum_buffer"]: parameter i's buffer, undefined until
+  // its first step; and load_state_dict's side (a checkpoint): `buffer` must be on the parameter's
+  // device with its shape, or undefined (the next step is then a first step again).
+  const Tensor& momentum_buffer(size_t i) const { return momentum_buffers_.at(i); }
+  void load_state(std::vector<Tensor> momentum_buffers, int64_t steps);
 
  private:
   std::vector<Parameter> params_;

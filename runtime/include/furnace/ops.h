@@ -1,5 +1,6 @@
 // furnace/ops.h: the ops on Tensors. Each checks shapes, dtypes and devices once, runs the
-// backend's implementation (the CPU `sim` ops on the simulator) and reports the kernel's cost,
+// backend's implementation (the CPU `sim` ops on the simulator, the backend's op table on a device
+// backend: cuBLAS and CUDA kernels on cuda) and reports the kernel's cost,
 // which the sim backend turns into modelled time. The plain-loop `ref` ops, with the same
 // signatures as the `sim` ones, are the truth every implementation is tested against.
 #pragma once
@@ -40,6 +41,12 @@ class BlasThreadsScope {
   int previous_;
 };
 
+// torch.backends.cuda.matmul.allow_tf32 for the device GEMMs of `rt`: fp32 GEMMs may round their
+// inputs to TF32 on tensor cores. Off by default, as in PyTorch since 1.12. The simulator's GEMMs
+// are exact fp32 and have no TF32 mode: there the switch does nothing and allow_tf32 stays false.
+void set_allow_tf32(Runtime& rt, bool allow);
+bool allow_tf32(Runtime& rt);
+
 // out (B, OC) = inp (B, C) @ weight (OC, C)^T + bias (OC), as torch.nn.Linear.
 void linear_forward(OpContext& ctx, Tensor& out, const Tensor& inp, const Tensor& weight,
                     const Tensor& bias);
@@ -66,6 +73,13 @@ int64_t accuracy_count(OpContext& ctx, const Tensor& logits, const Tensor& targe
 // p -= lr * buf. (dampening 0, no nesterov: PyTorch's defaults.)
 void sgd_momentum_step(OpContext& ctx, Tensor& param, const Tensor& grad, Tensor& momentum_buf,
                        float lr, float momentum, float weight_decay, bool first_step);
+// torch.optim.AdamW for one parameter (single-tensor path, amsgrad off, maximize off):
+// param *= 1 - lr*wd; exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq = beta2*exp_avg_sq +
+// (1 - beta2)*grad^2; param -= lr/(1 - beta1^step) * exp_avg / (sqrt(exp_avg_sq)/sqrt(1 -
+// beta2^step) + eps). `step` (>= 1) is the parameter's step count after this update.
+void adamw_step(OpContext& ctx, Tensor& param, const Tensor& grad, Tensor& exp_avg,
+                Tensor& exp_avg_sq, float lr, float beta1, float beta2, float eps,
+                float weight_decay, int64_t step);
 // GradScaler's unscale kernel on one gradient: found_inf (a 1-element f32 tensor on the same
 // device) becomes 1 if grad holds an inf or NaN; grad *= inv_scale unless inv_scale == 1.
 void non_finite_check_and_unscale(OpContext& ctx, Tensor& grad, float inv_scale, Tensor& found_inf);
@@ -89,6 +103,9 @@ void copy_(OpContext& ctx, Tensor& dst, const Tensor& src);
 // torch.cat of the flattened `parts` into the 1-D `flat` (_flatten_dense_tensors): one kernel on
 // ctx.device reading and writing every byte.
 void cat_flat(OpContext& ctx, Tensor& flat, const std::vector<Tensor>& parts);
+// The same checks and modelled cost without moving the bytes, for a simulated cat whose result is
+// only ever the source of elided copies (Backend::model_copy): `flat` is left unwritten.
+void cat_flat_modelled(OpContext& ctx, Tensor& flat, const std::vector<Tensor>& parts);
 // Host <-> device copies of whole tensors (same shape and dtype).
 void copy_to_device(OpContext& ctx, Tensor& dst, const void* host_src, bool pinned = false);
 void copy_to_host(OpContext& ctx, void* host_dst, const Tensor& src);

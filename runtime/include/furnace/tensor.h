@@ -59,6 +59,11 @@ class Tensor {
   // Wraps a block already allocated for `device` (used by the factories above).
   static Tensor from_storage(std::shared_ptr<Storage> storage, Device device, Shape shape,
                              DType dtype);
+  // A tensor labelled `device` that reads the bytes of `source` (same shape and dtype) and keeps
+  // `held` alive: a simulator copy whose bytes are elided (Backend::model_copy), where `held` is
+  // the destination buffer the device's allocator counts and `source` is never written while the
+  // alias lives (broadcast parameters).
+  static Tensor alias(const Tensor& source, Device device, const Tensor& held);
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }

@@ -62,6 +62,8 @@ struct Scenario {
   bool pin_memory = false;  // pinned batches: host-to-device copies at pinned bandwidth
   bool track_accuracy = false;  // report each training batch's accuracy in Progress (one extra
                                 // argmax kernel per step, as `(out.argmax(1) == y).sum()`)
+  bool allow_tf32 = false;  // torch.backends.cuda.matmul.allow_tf32: fp32 GEMMs on TF32 tensor
+                            // cores (cuda backend; the simulator's GEMMs stay exact fp32)
 
   // Checks ranges; one clear line per problem (throws furnace::Error).
   void validate() const;
@@ -117,6 +119,16 @@ struct TrainResult {
   int64_t skipped_steps = 0;           // fp16: optimizer steps skipped (inf/NaN gradients)
   double final_loss_scale = 1;
   double modelled_step_s = 0;          // modelled GPU seconds per optimizer step
+  // Checkpoints (CheckpointOptions): the step this run resumed from (-1: a fresh start), the
+  // checkpoints it saved, the size and mean wall time of one save, and whether it ended at
+  // stop_at_step (then it is not evaluated).
+  int64_t resumed_from_step = -1;
+  int64_t checkpoints_saved = 0;
+  int64_t last_checkpoint_step = -1;
+  uint64_t checkpoint_bytes = 0;
+  double checkpoint_save_s = 0;
+  bool stopped = false;
+  std::vector<std::string> checkpoint_notes;  // what resuming found and did (CheckpointOptions::on_note)
 };
 
 struct Progress {
@@ -140,15 +152,37 @@ struct TrainingStopped : std::exception {
   const char* what() const noexcept override { return "training stopped"; }
 };
 
-// Parses "512,512" or "0,1,2,3": comma-separated integers, every item complete (no "0,x", no
-// empty item). An empty text gives an empty list when `allow_empty`. Otherwise throws one line:
+// Parses "512,512" or "0,1,2,3": comma-separated integers, each an optional '-' and decimal
+// digits that fit in an int (no "0,x", no empty item, no spaces or '+'). An empty text gives an
+// empty list when `allow_empty`. Otherwise throws one line (control characters shown as \xNN):
 // "<what>: '<text>' is not a comma-separated list of <noun_and_example>".
 std::vector<int> parse_int_list(const std::string& text, const std::string& what,
                                 const char* noun_and_example, bool allow_empty = false);
 
+struct Checkpoint;  // furnace/checkpoint.h
+
+// Saving and resuming the whole training state (`furnace train --checkpoint / --save-every /
+// --resume / --stop-at-step`). Saves are atomic: a kill at any moment leaves the last good one.
+struct CheckpointOptions {
+  std::string path;          // where to save; empty: never
+  int64_t save_every = 0;    // also after every N optimizer steps (0: only at the end of the run)
+  const Checkpoint* resume = nullptr;  // continue from this state (read_checkpoint(resume_path))
+  std::string resume_path;   // its file, for messages
+  // Load the model's state_dict as PyTorch's strict load_state_dict does: a "module." prefix on
+  // one side only is an error, not fixed (see explain_module_prefix).
+  bool strict_keys = false;
+  // End the run after this optimizer step, as a job's time limit would: saved there, not
+  // evaluated; --resume continues it. -1: run to the end.
+  int64_t stop_at_step = -1;
+  std::function<void(const std::string&)> on_note;  // one line each: what resuming found and did
+};
+
 // Runs `scenario`, reporting every event to `trace` and progress after every step. `on_progress`
-// may throw (TrainingStopped) to stop the run; it is called on the training thread.
-TrainResult train(const Scenario& scenario, TraceBus& trace, const ProgressFn& on_progress = {});
+// may throw (TrainingStopped) to stop the run; it is called on the training thread. On the sim
+// backend a scenario that needs more host memory than MemAvailable is refused before it starts
+// (furnace/host_memory.h).
+TrainResult train(const Scenario& scenario, TraceBus& trace, const ProgressFn& on_progress = {},
+                  const CheckpointOptions& checkpoints = {});
 
 // A terminal progress bar: redraws one line in place on a TTY, prints one line per epoch otherwise.
 class ProgressBar {

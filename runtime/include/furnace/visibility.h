@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "furnace/error.h"     // defines: printable (used with the notes)
 #include "furnace/topology.h"  // defines: GpuSpec
 
 namespace furnace {
@@ -75,8 +76,5 @@ Visibility resolve_visibility(const std::vector<GpuSpec>& gpus,
 // command line with one is almost certainly a mistake; the environment variable itself is parsed
 // as the driver would).
 void check_visible_devices_flag(std::string_view value, std::string_view flag = "--visible");
-
-// `text` with every byte outside printable ASCII written as \xNN, for one-line messages.
-std::string printable(std::string_view text);
 
 }  // namespace furnace

@@ -24,6 +24,7 @@ double GradScaler::get_scale() const { return opt_.enabled ? static_cast<double>
 void GradScaler::unscale_(OpContext& ctx, SGD& optimizer) {
   if (!opt_.enabled) return;
   OptimizerState& st = per_optimizer_[&optimizer];
+  st.rt = &ctx.rt;
   FURNACE_CHECK(st.stage != Stage::unscaled)
       << "unscale_() has already been called on this optimizer since the last update().";
   FURNACE_CHECK(st.stage != Stage::stepped) << "unscale_() is being called after step().";
@@ -76,7 +77,14 @@ void GradScaler::update() {
   for (auto& [opt, st] : per_optimizer_)
     for (auto& [device, flag] : st.found_inf_per_device) {
       any = true;
-      found += *flag.data<float>();  // the sim backend's memory is host memory
+      if (st.rt->backend().host_accessible()) {
+        found += *flag.data<float>();  // the simulator's device memory is host memory
+      } else {
+        OpContext dev_ctx{*st.rt, device, 0};
+        float v = 0;
+        ops::copy_to_host(dev_ctx, &v, flag);  // a 4-byte copy that waits for the device
+        found += v;
+      }
     }
   FURNACE_CHECK(any) << "No inf checks were recorded prior to update.";
   if (found != 0.0f) {

@@ -44,8 +44,20 @@ std::vector<std::string> available_backends() {
   return names;
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& name, const Topology& topology,
+std::string resolve_backend_name(const std::string& name) {
+  if (name != "auto") return name;
+  if (const char* env = std::getenv("FURNACE_BACKEND"); env && *env) {
+    const std::string chosen = env;
+    FURNACE_CHECK(chosen == "sim" || chosen == "cuda")
+        << "FURNACE_BACKEND='" << printable(chosen) << "' is not a backend (choose sim or cuda)";
+    return chosen;
+  }
+  return cuda_device_count() > 0 ? "cuda" : "sim";
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& requested, const Topology& topology,
                                       TraceBus* trace) {
+  const std::string name = resolve_backend_name(requested);
   if (name == "sim") return make_sim_backend(topology, trace);
   if (name == "cuda") {
 #ifdef FURNACE_WITH_CUDA
@@ -57,17 +69,19 @@ std::unique_ptr<Backend> make_backend(const std::string& name, const Topology& t
                       "configure time); use --backend sim";
 #endif
   }
-  FURNACE_FAIL() << "unknown backend '" << name << "' (choose sim or cuda)";
+  FURNACE_FAIL() << "unknown backend '" << printable(name) << "' (choose sim or cuda)";
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& name, const Topology& topology,
+std::unique_ptr<Backend> make_backend(const std::string& requested, const Topology& topology,
                                       TraceBus* trace, const Environment& env) {
-  if (name == "sim") return make_sim_process_backend(topology, trace, env);
-  if (name == "cuda") {
+  if (requested == "sim") return make_sim_process_backend(topology, trace, env);
+  if (requested == "cuda" || requested == "auto") {
     // The real driver reads the real environment once, at cuInit: export before anything
-    // touches CUDA (make_backend's device check is the first CUDA call).
+    // touches CUDA (make_backend's device check, or auto's device count, is the first CUDA call).
     for (const auto& [key, value] : env) ::setenv(key.c_str(), value.c_str(), 1);
   }
+  const std::string name = resolve_backend_name(requested);
+  if (name == "sim") return make_sim_process_backend(topology, trace, env);
   return make_backend(name, topology, trace);
 }
 

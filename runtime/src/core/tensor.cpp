@@ -2,6 +2,8 @@
 // (memory/runtime.cpp), which owns the allocators.
 #include "furnace/tensor.h"
 
+#include <memory>
+
 #include <algorithm>
 #include <sstream>
 
@@ -43,6 +45,19 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, Device device, Sha
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
   return t;
+}
+
+Tensor Tensor::alias(const Tensor& source, Device device, const Tensor& held) {
+  FURNACE_ASSERT(source.defined() && held.defined() && held.nbytes() >= source.nbytes())
+      << "alias: the held buffer must be at least as large as the source";
+  struct Keep {
+    std::shared_ptr<Storage> source, held;
+  };
+  auto keep = std::make_unique<Keep>(Keep{source.storage_, held.storage_});
+  auto storage = std::make_shared<Storage>(source.raw(), source.nbytes(), keep.get(),
+                                           [](void* owner, void*) { delete static_cast<Keep*>(owner); });
+  keep.release();  // the storage owns it now
+  return from_storage(std::move(storage), device, source.shape(), source.dtype());
 }
 
 Tensor Tensor::empty_host(Shape shape, DType dtype) {

@@ -148,7 +148,9 @@ int64_t DataLoader::num_batches() const {
   return opt_.drop_last ? n / opt_.batch_size : (n + opt_.batch_size - 1) / opt_.batch_size;
 }
 
-void DataLoader::start_epoch(int64_t epoch) {
+void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
+  FURNACE_CHECK(first_batch >= 0 && first_batch <= num_batches())
+      << "DataLoader: cannot start at batch " << first_batch << " of an epoch of " << num_batches();
   Impl& m = *impl_;
   m.stop_workers();
   std::vector<int64_t> order(static_cast<size_t>(m.dataset.size()));
@@ -165,8 +167,8 @@ void DataLoader::start_epoch(int64_t epoch) {
     m.batches.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(begin),
                            order.begin() + static_cast<std::ptrdiff_t>(end));
   }
-  m.next_to_yield = 0;
-  m.next_to_send = 0;
+  m.next_to_yield = first_batch;
+  m.next_to_send = first_batch;
   if (opt_.num_workers == 0) return;
   m.queues.assign(static_cast<size_t>(opt_.num_workers), {});
   {
@@ -207,7 +209,16 @@ bool DataLoader::next(Batch& out) {
   return true;
 }
 
+int64_t DataLoader::position() const { return impl_->next_to_yield; }
+
+std::vector<int64_t> DataLoader::epoch_order() const {
+  std::vector<int64_t> order;
+  for (const std::vector<int64_t>& b : impl_->batches) order.insert(order.end(), b.begin(), b.end());
+  return order;
+}
+
 int64_t DataLoader::in_flight() const {
+  if (opt_.num_workers == 0) return 0;  // each batch is loaded by next() itself: none ahead
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->next_to_send - impl_->next_to_yield;
 }

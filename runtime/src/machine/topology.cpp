@@ -17,7 +17,7 @@
 //   latency_us    = 10         per copy
 //
 //   [[gpu]]                    one or more, in PCI bus order (= nvidia-smi order)
-//   count              = 8     optional integer (default 1): this entry stands for `count` GPUs
+//   count              = 8     optional integer (default 1): this entry stands for `count` GPUs (1024 in all at most)
 //   name               = "NVIDIA H100 80GB HBM3"
 //   pci_bus_id         = "00000000:18:00.0"        string; with count > 1 an array of count strings
 //   uuid               = "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx"   optional, same rule as
@@ -60,7 +60,8 @@
 
 #include <toml++/toml.h>  // defines: toml::parse, toml::table, toml::node, toml::parse_error
 
-#include "furnace/error.h"  // defines: FURNACE_CHECK, FURNACE_FAIL
+#include "furnace/error.h"  // defines: FURNACE_CHECK, FURNACE_FAIL, printable
+#include "machine/toml_guard.h"  // defines: toml_ascii
 
 #ifndef FURNACE_DEFAULT_DATA_DIR
 #define FURNACE_DEFAULT_DATA_DIR "data"  // CMake passes the real one; this is for ad-hoc builds
@@ -73,14 +74,7 @@ constexpr double kGB = 1e9;
 constexpr double kTFLOPS = 1e12;
 constexpr double kMicrosecond = 1e-6;
 constexpr uint64_t kMiB = uint64_t{1} << 20;
-
-// Error messages are one line: newlines from toml++ descriptions become spaces.
-std::string one_line(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (c == '\n' || c == '\r') c = ' ';
-  return out;
-}
+constexpr int64_t kMaxGpus = 1024;  // per file: far beyond any machine, small enough for links
 
 std::string type_name(const toml::node& n) {
   switch (n.type()) {
@@ -196,7 +190,7 @@ class Fields {
         if (d < best_d) best_d = d, best = a;
       }
       std::ostringstream os;
-      os << "unknown key '" << k << "'";
+      os << "unknown key '" << printable(k) << "'";
       if (!best.empty()) {
         os << " (did you mean '" << best << "'?)";
       } else {
@@ -333,7 +327,11 @@ void parse_gpu_entry(const toml::table& t, const std::string& origin, const std:
   f0.only({"count", "name", "uuid", "pci_bus_id", "memory_mib", "context_mib", "sm_count",
            "compute_capability", "tflops_fp32", "tflops_fp16", "tflops_bf16", "memory_gbps",
            "launch_latency_us"});
-  const int64_t count = f0.find("count") ? f0.positive_integer("count", 1024) : 1;
+  const int64_t count = f0.find("count") ? f0.positive_integer("count", kMaxGpus) : 1;
+  // The links table is quadratic in the GPU count: bound the machine, not just one entry.
+  if (first + count > kMaxGpus)
+    f0.fail(&t, "a machine has at most " + std::to_string(kMaxGpus) + " GPUs (this entry brings it to " +
+                    std::to_string(first + count) + ")");
   const Fields f(t, origin,
                  count == 1 ? "gpu " + std::to_string(first)
                             : "gpus " + std::to_string(first) + "-" +
@@ -365,7 +363,7 @@ void parse_gpu_entry(const toml::table& t, const std::string& origin, const std:
     }
     if (!ok || major <= 0)
       f.fail(f.find("compute_capability"),
-             "'compute_capability' must look like \"8.6\", got \"" + cc + "\"");
+             "'compute_capability' must look like \"8.6\", got \"" + printable(cc) + "\"");
     g.compute_capability_major = major;
     g.compute_capability_minor = minor;
   }
@@ -385,14 +383,14 @@ void parse_gpu_entry(const toml::table& t, const std::string& origin, const std:
     std::optional<std::string> bus = normalize_pci_bus_id(pci[i]);
     if (!bus)
       fi.fail(fi.find("pci_bus_id"), "'pci_bus_id' must look like \"00000000:1B:00.0\", got \"" +
-                                         pci[i] + "\"");
+                                         printable(pci[i]) + "\"");
     p.spec.pci_bus_id = *bus;
     if (uuids) {
       std::optional<std::string> u = normalize_uuid((*uuids)[i]);
       if (!u)
         fi.fail(fi.find("uuid"),
                 "'uuid' must look like \"GPU-1a2b3c4d-0000-1111-2222-333344445555\", got \"" +
-                    (*uuids)[i] + "\"");
+                    printable((*uuids)[i]) + "\"");
       p.spec.uuid = *u;
     } else {
       p.spec.uuid = generated_uuid(topo_name + "|" + g.name + "|" + p.spec.pci_bus_id);
@@ -436,7 +434,7 @@ std::vector<LinkSpec> parse_links(const Fields& top, const std::string& origin, 
     } else if (kind == "nvlink") {
       proto.kind = LinkKind::nvlink;
     } else {
-      f.fail(f.find("kind"), "unknown link kind '" + kind + "' (expected \"pcie\" or \"nvlink\")");
+      f.fail(f.find("kind"), "unknown link kind '" + printable(kind) + "' (expected \"pcie\" or \"nvlink\")");
     }
     proto.bandwidth = f.positive_number("gbps") * kGB;
     proto.latency_s = f.positive_number("latency_us") * kMicrosecond;
@@ -530,7 +528,7 @@ LinkSpec Topology::link_between(int a, int b) const {
 LinkKind parse_link_kind(const std::string& s) {
   if (s == "pcie") return LinkKind::pcie;
   if (s == "nvlink") return LinkKind::nvlink;
-  FURNACE_FAIL() << "unknown link kind '" << s << "' (expected \"pcie\" or \"nvlink\")";
+  FURNACE_FAIL() << "unknown link kind '" << printable(s) << "' (expected \"pcie\" or \"nvlink\")";
   return LinkKind::pcie;  // unreachable
 }
 
@@ -546,12 +544,13 @@ const char* link_kind_name(LinkKind k) {
 // ---- Parsing and loading --------------------------------------------------------------------
 
 Topology parse_topology(const std::string& toml_text, const std::string& origin) {
+  const std::string ascii = toml_ascii(toml_text, origin);  // what Debian's toml++ 3.3.0 parses safely
   toml::table root;
   try {
-    root = toml::parse(toml_text, origin);
+    root = toml::parse(ascii, origin);
   } catch (const toml::parse_error& e) {
     FURNACE_FAIL() << origin << ':' << e.source().begin.line << ':' << e.source().begin.column
-                   << ": TOML syntax error: " << one_line(e.description());
+                   << ": TOML syntax error: " << printable(e.description());  // one line: it quotes the input
   }
 
   const Fields top(root, origin, "");
@@ -599,7 +598,7 @@ Topology load_topology(const std::string& name_or_path) {
   std::error_code ec;
   if (name_or_path.find('/') != std::string::npos || ends_with(name_or_path, ".toml")) {
     FURNACE_CHECK(fs::is_regular_file(name_or_path, ec))
-        << "topology file '" << name_or_path << "' not found";
+        << "topology file '" << printable(name_or_path) << "' not found";
     return parse_topology(read_file(name_or_path), name_or_path);
   }
   const std::string dir = topology_dir();
@@ -608,12 +607,12 @@ Topology load_topology(const std::string& name_or_path) {
     return parse_topology(read_file(path), path.string());
 
   FURNACE_CHECK(fs::is_directory(dir, ec))
-      << "unknown topology '" << name_or_path << "': the topology directory '" << dir
+      << "unknown topology '" << printable(name_or_path) << "': the topology directory '" << printable(dir)
       << "' does not exist (set FURNACE_TOPOLOGY_DIR or FURNACE_DATA_DIR)";
   std::ostringstream known;
   const std::vector<std::string> names = list_topologies();
   for (size_t i = 0; i < names.size(); ++i) known << (i ? ", " : "") << names[i];
-  FURNACE_FAIL() << "unknown topology '" << name_or_path << "' (known: "
+  FURNACE_FAIL() << "unknown topology '" << printable(name_or_path) << "' (known: "
                  << (names.empty() ? "none in '" + dir + "'" : known.str()) << ")";
   return {};  // unreachable
 }

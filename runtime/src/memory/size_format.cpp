@@ -5,7 +5,7 @@
 #include <string>
 
 #include "furnace/allocator.h"  // defines: format_size, parse_size
-#include "furnace/error.h"      // defines: FURNACE_FAIL
+#include "furnace/error.h"      // defines: FURNACE_FAIL, printable
 
 namespace furnace {
 
@@ -67,7 +67,7 @@ bool is_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0;
 // The result must be a whole number of bytes that fits in 64 bits.
 uint64_t parse_size(const std::string& text) {
   auto fail = [&text](const char* why) {
-    FURNACE_FAIL() << "invalid size '" << text << "': " << why;
+    FURNACE_FAIL() << "invalid size '" << printable(text) << "': " << why;
   };
   size_t i = 0, end = text.size();
   while (i < end && is_space(text[i])) ++i;
@@ -98,7 +98,7 @@ uint64_t parse_size(const std::string& text) {
   for (const Unit& u : kUnits)
     if (same_ignoring_case(unit_text, u.name)) unit = &u;
   if (unit == nullptr) {
-    FURNACE_FAIL() << "invalid size '" << text << "': unknown unit '" << unit_text
+    FURNACE_FAIL() << "invalid size '" << printable(text) << "': unknown unit '" << printable(unit_text)
                    << "' (use B, KiB, MiB, GiB, TiB, KB, MB, GB or TB)";
   }
   // whole < 2^64 and unit <= 2^40, frac < 10^18 < 2^60: no product reaches 2^128.

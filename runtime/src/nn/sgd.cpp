@@ -27,6 +27,23 @@ void SGD::step(OpContext& ctx) {
   ++steps_;
 }
 
+void SGD::load_state(std::vector<Tensor> momentum_buffers, int64_t steps) {
+  FURNACE_CHECK(momentum_buffers.size() == params_.size())
+      << "optimizer state has " << momentum_buffers.size() << " momentum buffers for "
+      << params_.size() << " parameters";
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& b = momentum_buffers[i];
+    if (!b.defined()) continue;
+    FURNACE_CHECK(b.shape() == params_[i].value->shape() && b.device() == params_[i].value->device())
+        << "momentum buffer of " << params_[i].name << ": shape " << shape_str(b.shape()) << " on "
+        << b.device().str() << ", the parameter is " << shape_str(params_[i].value->shape()) << " on "
+        << params_[i].value->device().str();
+  }
+  FURNACE_CHECK(steps >= 0) << "optimizer step count " << steps << " is negative";
+  momentum_buffers_ = std::move(momentum_buffers);
+  steps_ = steps;
+}
+
 void SGD::zero_grad(OpContext&) {
   for (Parameter& p : params_) *p.grad = Tensor();  // set_to_none=True
 }

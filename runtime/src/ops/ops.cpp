@@ -1,22 +1,47 @@
 // ops: shape/dtype/device checks, dispatch to the backend's implementation, and the cost report
-// that becomes modelled time on the simulator. Checks run once per op, before any work.
+// that becomes modelled time on the simulator. Checks run once per op, before any work. Where the
+// work runs: on host tensors and on the simulator (whose device memory is host memory) the CPU ops
+// of ops/sim; on a device backend (cuda) its op table (backend/device_ops.h), which gets raw
+// device pointers and a workspace from the caching allocator.
 #include "furnace/ops.h"
 
 #include <cstddef>
 #include <cstring>
+#include <vector>
 
+#include "backend/device_ops.h"  // defines: DeviceOps, Workspace
 #include "furnace/error.h"
 #include "ops/sim/sim_ops.h"
 
 namespace furnace::ops {
 namespace {
 
-// The simulator runs the CPU ops on device memory directly; a device backend would dispatch to
-// its kernels here (the CUDA ops arrive with the CUDA backend issue).
-void require_cpu_ops(OpContext& ctx, const char* op) {
-  FURNACE_CHECK(ctx.rt.backend().host_accessible())
-      << op << " is not implemented on the " << ctx.rt.backend().name() << " backend yet";
+// The device backend's op table, or nullptr where the CPU ops run on the tensors directly: host
+// tensors (ctx.device < 0) and the simulator, whose device memory the CPU can read.
+DeviceOps* device_ops(OpContext& ctx, const char* op) {
+  if (ctx.device < 0 || ctx.rt.backend().host_accessible()) return nullptr;
+  DeviceOps* d = ctx.rt.backend().device_ops();
+  FURNACE_CHECK(d) << op << " is not implemented on the " << ctx.rt.backend().name() << " backend";
+  return d;
 }
+
+DeviceStream stream_of(const OpContext& ctx) { return DeviceStream{ctx.device, ctx.stream}; }
+
+// Scratch memory for one device op, from the caching allocator of the op's device; it goes back
+// when the op returns (work queued later on the same stream may then reuse it, in order).
+class OpWorkspace final : public Workspace {
+ public:
+  explicit OpWorkspace(OpContext& ctx) : ctx_(ctx) {}
+  void* get(size_t bytes) override {
+    blocks_.push_back(Tensor::empty(ctx_.rt, Device::cuda(ctx_.device),
+                                    {static_cast<int64_t>(bytes > 0 ? bytes : 1)}, DType::u8));
+    return blocks_.back().raw();
+  }
+
+ private:
+  OpContext& ctx_;
+  std::vector<Tensor> blocks_;
+};
 
 // ctx.device < 0 is the host: the ops then run on cpu tensors, with no modelled GPU time (what a
 // module does in PyTorch when no GPU is visible, e.g. DataParallel without devices).
@@ -58,8 +83,10 @@ void linear_forward(OpContext& ctx, Tensor& out, const Tensor& inp, const Tensor
   FURNACE_CHECK(weight.size(1) == C && bias.size(0) == OC && out.size(0) == B && out.size(1) == OC)
       << "mat1 and mat2 shapes cannot be multiplied (" << B << "x" << C << " and "
       << weight.size(1) << "x" << OC << ")";
-  require_cpu_ops(ctx, op);
-  if (is_half(dt))
+  if (DeviceOps* d = device_ops(ctx, op))
+    d->linear_forward(stream_of(ctx), out.raw(), inp.raw(), weight.raw(), bias.raw(),
+                      static_cast<int>(B), static_cast<int>(C), static_cast<int>(OC), dt);
+  else if (is_half(dt))
     sim::linear_forward_half(out.data<uint16_t>(), inp.data<uint16_t>(), weight.data<uint16_t>(),
                              bias.data<uint16_t>(), static_cast<int>(B), static_cast<int>(C),
                              static_cast<int>(OC), dt);
@@ -91,8 +118,12 @@ void linear_backward(OpContext& ctx, Tensor* dinp, Tensor& dweight, Tensor& dbia
     require(*dinp, "grad_input", op, ctx, dt, 2);
     FURNACE_CHECK(dinp->shape() == inp.shape()) << op << ": grad_input shape " << shape_str(dinp->shape());
   }
-  require_cpu_ops(ctx, op);
-  if (is_half(dt))
+  if (DeviceOps* d = device_ops(ctx, op)) {
+    OpWorkspace ws(ctx);
+    d->linear_backward(stream_of(ctx), dinp ? dinp->raw() : nullptr, dweight.data<float>(),
+                       dbias.data<float>(), dout.raw(), inp.raw(), weight.raw(),
+                       static_cast<int>(B), static_cast<int>(C), static_cast<int>(OC), dt, ws);
+  } else if (is_half(dt))
     sim::linear_backward_half(dinp ? dinp->data<uint16_t>() : nullptr, dweight.data<float>(),
                               dbias.data<float>(), dout.data<uint16_t>(), inp.data<uint16_t>(),
                               weight.data<uint16_t>(), static_cast<int>(B), static_cast<int>(C),
@@ -113,8 +144,9 @@ void linear_backward(OpContext& ctx, Tensor* dinp, Tensor& dweight, Tensor& dbia
 void relu_forward(OpContext& ctx, Tensor& x) {
   const DType dt = x.dtype();  // relu runs in its input's dtype (not on autocast's lists)
   require(x, "input", "relu_forward", ctx, is_half(dt) ? dt : DType::f32, -1);
-  require_cpu_ops(ctx, "relu_forward");
-  if (is_half(dt))
+  if (DeviceOps* d = device_ops(ctx, "relu_forward"))
+    d->relu_forward(stream_of(ctx), x.raw(), x.numel(), dt);
+  else if (is_half(dt))
     sim::relu_forward_half(x.data<uint16_t>(), x.numel(), dt);
   else
     sim::relu_forward(x.data<float>(), x.numel());
@@ -128,8 +160,9 @@ void relu_backward(OpContext& ctx, Tensor& dx, const Tensor& out) {
   require(out, "output", "relu_backward", ctx, dx.dtype(), -1);
   FURNACE_CHECK(dx.shape() == out.shape()) << "relu_backward: shapes " << shape_str(dx.shape())
                                            << " and " << shape_str(out.shape()) << " differ";
-  require_cpu_ops(ctx, "relu_backward");
-  if (is_half(dt))
+  if (DeviceOps* d = device_ops(ctx, "relu_backward"))
+    d->relu_backward(stream_of(ctx), dx.raw(), out.raw(), dx.numel(), dt);
+  else if (is_half(dt))
     sim::relu_backward_half(dx.data<uint16_t>(), out.data<uint16_t>(), dx.numel(), dt);
   else
     sim::relu_backward(dx.data<float>(), out.data<float>(), dx.numel());
@@ -142,8 +175,11 @@ void cast(OpContext& ctx, Tensor& out, const Tensor& in) {
   require(in, "input", op, ctx, in.dtype(), -1);
   require(out, "output", op, ctx, out.dtype(), -1);
   FURNACE_CHECK(in.numel() == out.numel()) << op << ": " << shape_str(in.shape()) << " into " << shape_str(out.shape());
-  require_cpu_ops(ctx, op);
-  if (in.dtype() == DType::f32 && is_half(out.dtype()))
+  const bool supported = (in.dtype() == DType::f32 && is_half(out.dtype())) ||
+                         (is_half(in.dtype()) && out.dtype() == DType::f32);
+  if (DeviceOps* d = supported ? device_ops(ctx, op) : nullptr)
+    d->cast(stream_of(ctx), out.raw(), out.dtype(), in.raw(), in.dtype(), in.numel());
+  else if (in.dtype() == DType::f32 && is_half(out.dtype()))
     sim::cast_to_half(out.data<uint16_t>(), in.data<float>(), in.numel(), out.dtype());
   else if (is_half(in.dtype()) && out.dtype() == DType::f32)
     sim::cast_from_half(out.data<float>(), in.data<uint16_t>(), in.numel(), in.dtype());
@@ -168,8 +204,15 @@ float softmax_cross_entropy_forward(OpContext& ctx, Tensor& probs, const Tensor&
   require(probs, "probs", op, ctx, DType::f32, 2);
   FURNACE_CHECK(probs.shape() == logits.shape()) << op << ": probs shape " << shape_str(probs.shape());
   FURNACE_CHECK(logits.size(0) > 0) << op << ": empty batch";
-  require_cpu_ops(ctx, op);
   const int B = static_cast<int>(logits.size(0)), V = static_cast<int>(logits.size(1));
+  if (DeviceOps* d = device_ops(ctx, op)) {  // checks the targets on the device, waits for the loss
+    OpWorkspace ws(ctx);
+    const float loss = d->softmax_cross_entropy_forward(stream_of(ctx), probs.data<float>(),
+                                                        logits.data<float>(),
+                                                        targets.data<int32_t>(), B, V, ws);
+    account(ctx, op, 5.0 * B * V, kF * (2.0 * B * V + B));
+    return loss;
+  }
   const int32_t* t = targets.data<int32_t>();
   for (int b = 0; b < B; ++b)
     FURNACE_CHECK(t[b] >= 0 && t[b] < V) << "Target " << t[b] << " is out of bounds.";
@@ -190,10 +233,13 @@ void softmax_cross_entropy_backward(OpContext& ctx, Tensor& dlogits, const Tenso
   check_targets(ctx, op, probs, targets);
   require(dlogits, "grad_logits", op, ctx, DType::f32, 2);
   FURNACE_CHECK(dlogits.shape() == probs.shape()) << op << ": grad shape " << shape_str(dlogits.shape());
-  require_cpu_ops(ctx, op);
   const int B = static_cast<int>(probs.size(0)), V = static_cast<int>(probs.size(1));
-  sim::softmax_cross_entropy_backward(dlogits.data<float>(), probs.data<float>(),
+  if (DeviceOps* d = device_ops(ctx, op))
+    d->softmax_cross_entropy_backward(stream_of(ctx), dlogits.data<float>(), probs.data<float>(),
                                       targets.data<int32_t>(), B, V, dloss);
+  else
+    sim::softmax_cross_entropy_backward(dlogits.data<float>(), probs.data<float>(),
+                                        targets.data<int32_t>(), B, V, dloss);
   account(ctx, op, 2.0 * B * V, kF * (2.0 * B * V + B));
 }
 
@@ -205,8 +251,14 @@ int64_t accuracy_count(OpContext& ctx, const Tensor& logits_in, const Tensor& ta
     cast(ctx, logits, logits_in);
   }
   check_targets(ctx, op, logits, targets);
-  require_cpu_ops(ctx, op);
   const int B = static_cast<int>(logits.size(0)), V = static_cast<int>(logits.size(1));
+  if (DeviceOps* d = device_ops(ctx, op)) {  // the count comes back to the host (.item())
+    OpWorkspace ws(ctx);
+    const int64_t n = d->accuracy_count(stream_of(ctx), logits.data<float>(),
+                                        targets.data<int32_t>(), B, V, ws);
+    account(ctx, op, 1.0 * B * V, kF * (B * V + B));
+    return n;
+  }
   const int64_t device_n = sim::accuracy_count(logits.data<float>(), targets.data<int32_t>(), B, V);
   account(ctx, op, 1.0 * B * V, kF * (B * V + B));
   int64_t n = 0;
@@ -226,11 +278,44 @@ void sgd_momentum_step(OpContext& ctx, Tensor& param, const Tensor& grad, Tensor
     require(momentum_buf, "momentum_buffer", op, ctx, DType::f32, -1);
     FURNACE_CHECK(momentum_buf.shape() == param.shape()) << op << ": momentum buffer shape";
   }
-  require_cpu_ops(ctx, op);
-  sim::sgd_momentum_step(param.data<float>(), grad.data<float>(),
-                         momentum != 0.0f ? momentum_buf.data<float>() : nullptr, param.numel(), lr,
-                         momentum, weight_decay, first_step);
+  float* buf = momentum != 0.0f ? momentum_buf.data<float>() : nullptr;
+  if (DeviceOps* d = device_ops(ctx, op))
+    d->sgd_momentum_step(stream_of(ctx), param.data<float>(), grad.data<float>(), buf,
+                         param.numel(), lr, momentum, weight_decay, first_step);
+  else
+    sim::sgd_momentum_step(param.data<float>(), grad.data<float>(), buf, param.numel(), lr,
+                           momentum, weight_decay, first_step);
   account(ctx, op, 3.0 * param.numel(), kF * 5.0 * param.numel());
+}
+
+void adamw_step(OpContext& ctx, Tensor& param, const Tensor& grad, Tensor& exp_avg,
+                Tensor& exp_avg_sq, float lr, float beta1, float beta2, float eps,
+                float weight_decay, int64_t step) {
+  const char* op = "adamw_step";
+  require(param, "param", op, ctx, DType::f32, -1);
+  require(grad, "grad", op, ctx, DType::f32, -1);
+  require(exp_avg, "exp_avg", op, ctx, DType::f32, -1);
+  require(exp_avg_sq, "exp_avg_sq", op, ctx, DType::f32, -1);
+  FURNACE_CHECK(grad.shape() == param.shape() && exp_avg.shape() == param.shape() &&
+                exp_avg_sq.shape() == param.shape())
+      << op << ": grad " << shape_str(grad.shape()) << ", exp_avg " << shape_str(exp_avg.shape())
+      << " and exp_avg_sq " << shape_str(exp_avg_sq.shape()) << " must have the param's shape "
+      << shape_str(param.shape());
+  // torch.optim.AdamW's constructor checks, in its words.
+  FURNACE_CHECK(lr >= 0.0f) << "Invalid learning rate: " << lr;
+  FURNACE_CHECK(eps >= 0.0f) << "Invalid epsilon value: " << eps;
+  FURNACE_CHECK(beta1 >= 0.0f && beta1 < 1.0f) << "Invalid beta parameter at index 0: " << beta1;
+  FURNACE_CHECK(beta2 >= 0.0f && beta2 < 1.0f) << "Invalid beta parameter at index 1: " << beta2;
+  FURNACE_CHECK(weight_decay >= 0.0f) << "Invalid weight_decay value: " << weight_decay;
+  FURNACE_CHECK(step >= 1) << op << ": step must be at least 1 (got " << step << ")";
+  if (DeviceOps* d = device_ops(ctx, op))
+    d->adamw_step(stream_of(ctx), param.data<float>(), grad.data<float>(), exp_avg.data<float>(),
+                  exp_avg_sq.data<float>(), param.numel(), lr, beta1, beta2, eps, weight_decay, step);
+  else
+    sim::adamw_step(param.data<float>(), grad.data<float>(), exp_avg.data<float>(),
+                    exp_avg_sq.data<float>(), param.numel(), lr, beta1, beta2, eps, weight_decay,
+                    step);
+  account(ctx, op, 12.0 * param.numel(), kF * 7.0 * param.numel());
 }
 
 void non_finite_check_and_unscale(OpContext& ctx, Tensor& grad, float inv_scale, Tensor& found_inf) {
@@ -238,8 +323,12 @@ void non_finite_check_and_unscale(OpContext& ctx, Tensor& grad, float inv_scale,
   require(grad, "grad", op, ctx, DType::f32, -1);
   require(found_inf, "found_inf", op, ctx, DType::f32, -1);
   FURNACE_CHECK(found_inf.numel() == 1) << op << ": found_inf must have one element";
-  require_cpu_ops(ctx, op);
-  sim::non_finite_check_and_unscale(grad.data<float>(), grad.numel(), inv_scale, found_inf.data<float>());
+  if (DeviceOps* d = device_ops(ctx, op))
+    d->non_finite_check_and_unscale(stream_of(ctx), grad.data<float>(), grad.numel(), inv_scale,
+                                    found_inf.data<float>());
+  else
+    sim::non_finite_check_and_unscale(grad.data<float>(), grad.numel(), inv_scale,
+                                      found_inf.data<float>());
   account(ctx, op, static_cast<double>(grad.numel()), kF * 2.0 * grad.numel());
 }
 
@@ -250,6 +339,15 @@ void zero(OpContext& ctx, Tensor& x) {
     return;
   }
   ctx.rt.backend().memset(ctx.device, x.raw(), 0, x.nbytes(), ctx.stream);
+}
+
+void set_allow_tf32(Runtime& rt, bool allow) {
+  if (DeviceOps* d = rt.backend().device_ops()) d->set_allow_tf32(allow);
+}
+
+bool allow_tf32(Runtime& rt) {
+  const DeviceOps* d = rt.backend().device_ops();
+  return d != nullptr && d->allow_tf32();
 }
 
 BlasThreadsScope::BlasThreadsScope(int threads) : previous_(sim::blas_threads()) {
@@ -268,8 +366,10 @@ void add(OpContext& ctx, Tensor& out, const Tensor& a, const Tensor& b) {
   FURNACE_CHECK(a.shape() == b.shape() && out.shape() == a.shape())
       << "The size of tensor a " << shape_str(a.shape()) << " must match the size of tensor b "
       << shape_str(b.shape()) << " and of out " << shape_str(out.shape());
-  require_cpu_ops(ctx, op);
-  sim::add(out.data<float>(), a.data<float>(), b.data<float>(), out.numel());
+  if (DeviceOps* d = device_ops(ctx, op))
+    d->add(stream_of(ctx), out.data<float>(), a.data<float>(), b.data<float>(), out.numel());
+  else
+    sim::add(out.data<float>(), a.data<float>(), b.data<float>(), out.numel());
   account(ctx, op, static_cast<double>(out.numel()), kF * 3.0 * out.numel());
 }
 
@@ -331,7 +431,9 @@ void copy_(OpContext& ctx, Tensor& dst, const Tensor& src) {
   ctx.rt.backend().copy(kind, dst.raw(), d.index, src.raw(), s.index, src.nbytes(), ctx.stream, false);
 }
 
-void cat_flat(OpContext& ctx, Tensor& flat, const std::vector<Tensor>& parts) {
+namespace {
+
+void cat_flat_impl(OpContext& ctx, Tensor& flat, const std::vector<Tensor>& parts, bool move_bytes) {
   const char* op = "cat";
   require(flat, "out", op, ctx, DType::f32, 1);
   int64_t n = 0;
@@ -340,13 +442,28 @@ void cat_flat(OpContext& ctx, Tensor& flat, const std::vector<Tensor>& parts) {
     n += p.numel();
   }
   FURNACE_CHECK(n == flat.numel()) << op << ": " << n << " elements into a buffer of " << flat.numel();
-  require_cpu_ops(ctx, op);
+  const bool on_device = device_ops(ctx, op) != nullptr;
+  FURNACE_ASSERT(move_bytes || !on_device) << "cat_flat_modelled on a device backend";
   auto* out = static_cast<std::byte*>(flat.raw());
   for (const Tensor& p : parts) {
-    if (p.nbytes() > 0) std::memcpy(out, p.raw(), p.nbytes());
+    if (on_device)  // a device-to-device copy per part, in order on ctx's stream
+      ctx.rt.backend().copy(CopyKind::d2d, out, ctx.device, p.raw(), ctx.device, p.nbytes(),
+                            ctx.stream, false);
+    else if (move_bytes && p.nbytes() > 0)
+      std::memcpy(out, p.raw(), p.nbytes());
     out += p.nbytes();
   }
   account(ctx, op, 0.0, 2.0 * static_cast<double>(flat.nbytes()));
+}
+
+}  // namespace
+
+void cat_flat(OpContext& ctx, Tensor& flat, const std::vector<Tensor>& parts) {
+  cat_flat_impl(ctx, flat, parts, true);
+}
+
+void cat_flat_modelled(OpContext& ctx, Tensor& flat, const std::vector<Tensor>& parts) {
+  cat_flat_impl(ctx, flat, parts, false);
 }
 
 void copy_to_device(OpContext& ctx, Tensor& dst, const void* host_src, bool pinned) {

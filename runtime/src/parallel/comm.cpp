@@ -1,6 +1,8 @@
 // parallel/comm: coalesced broadcast and reduce-add between devices, torch.cuda.comm's non-NCCL
 // path. Every copy between devices goes through ops::copy_ (a peer copy); every sum is ops::add on
-// the destination, so the sim backend models each of them on the devices' clocks.
+// the destination, so the sim backend models each of them on the devices' clocks. Where the backend
+// has collectives (NCCL on cuda), broadcast and reduce_add use them instead, as PyTorch does when
+// torch.cuda.nccl is available.
 #include "parallel/comm.h"
 
 #include <string>
@@ -57,13 +59,16 @@ std::vector<std::vector<size_t>> buckets_within_limit(const std::vector<Tensor>&
   return out;
 }
 
-Tensor flatten_dense_tensors(OpContext& ctx, const std::vector<Tensor>& tensors) {
+Tensor flatten_dense_tensors(OpContext& ctx, const std::vector<Tensor>& tensors, bool move_bytes) {
   FURNACE_ASSERT(!tensors.empty()) << "flatten_dense_tensors of nothing";
   if (tensors.size() == 1) return tensors[0].reshape({tensors[0].numel()});  // a view
   int64_t n = 0;
   for (const Tensor& t : tensors) n += t.numel();
   Tensor flat = Tensor::empty(ctx.rt, Device::cuda(ctx.device), {n}, tensors[0].dtype());
-  ops::cat_flat(ctx, flat, tensors);
+  if (move_bytes)
+    ops::cat_flat(ctx, flat, tensors);
+  else
+    ops::cat_flat_modelled(ctx, flat, tensors);
   return flat;
 }
 
@@ -92,15 +97,44 @@ std::vector<std::vector<Tensor>> broadcast_coalesced(OpContext& ctx,
   outputs[0] = tensors;  // the source device gets the originals, not copies
   if (tensors.empty()) return outputs;
   OpContext src = on(ctx, devices[0]);
+  Backend& backend = ctx.rt.backend();
+  const bool collective = backend.collectives_available(devices, tensors[0].dtype());
+  // The simulator models every copy (clock, trace, the destination buffer in the device's
+  // allocator) but moves no bytes: each device's views read the module's own parameters, equal
+  // to a copy by construction, since replicas never write their parameters and the optimizer
+  // writes the module's only after the step's backward. The flat source buffer is then never
+  // read, so its cat is modelled too. A real device copies.
+  const bool elide = backend.host_accessible();
   for (const std::vector<size_t>& bucket : buckets_closing_at_limit(tensors, buffer_size)) {
     std::vector<Tensor> parts;
     for (size_t i : bucket) parts.push_back(tensors[i]);
-    const Tensor flat = flatten_dense_tensors(src, parts);
+    const Tensor flat = flatten_dense_tensors(src, parts, /*move_bytes=*/!elide);
+    if (collective) {  // comm.broadcast with NCCL: one grouped broadcast of the flat buffer
+      std::vector<Tensor> copies(devices.size());
+      std::vector<void*> buffers{flat.raw()};
+      for (size_t d = 1; d < devices.size(); ++d) {
+        copies[d] = Tensor::empty(ctx.rt, Device::cuda(devices[d]), flat.shape(), flat.dtype());
+        buffers.push_back(copies[d].raw());
+      }
+      const bool done = backend.broadcast(buffers, devices, 0, static_cast<size_t>(flat.numel()),
+                                          flat.dtype(), ctx.stream);
+      FURNACE_ASSERT(done) << "broadcast_coalesced: the backend's broadcast refused its devices";
+      for (size_t d = 1; d < devices.size(); ++d)
+        for (Tensor& v : unflatten_dense_tensors(copies[d], parts)) outputs[d].push_back(std::move(v));
+      continue;
+    }
     for (size_t d = 1; d < devices.size(); ++d) {
       // comm.broadcast without NCCL: out.copy_(flat, non_blocking=True) for each device, in order.
       Tensor copy = Tensor::empty(ctx.rt, Device::cuda(devices[d]), flat.shape(), flat.dtype());
-      ops::copy_(src, copy, flat);
-      for (Tensor& v : unflatten_dense_tensors(copy, parts)) outputs[d].push_back(std::move(v));
+      if (elide) {
+        const bool modelled = backend.model_copy(CopyKind::peer, devices[d], devices[0],
+                                                 flat.nbytes(), src.stream, false);
+        FURNACE_ASSERT(modelled) << "broadcast_coalesced: a host-accessible backend must model copies";
+        for (const Tensor& p : parts) outputs[d].push_back(Tensor::alias(p, Device::cuda(devices[d]), copy));
+      } else {
+        ops::copy_(src, copy, flat);
+        for (Tensor& v : unflatten_dense_tensors(copy, parts)) outputs[d].push_back(std::move(v));
+      }
     }
   }
   return outputs;
@@ -119,6 +153,19 @@ Tensor reduce_add(OpContext& ctx, const std::vector<Tensor>& inputs, int destina
   FURNACE_CHECK(root >= 0)
       << "reduce_add expects destination to be on the same GPU with one of the tensors";
   if (inputs.size() == 1) return inputs[0];
+  // With NCCL (distinct devices): result = torch.empty_like(root); nccl.reduce(inputs, result).
+  std::vector<int> devices;
+  for (const Tensor& t : inputs) devices.push_back(t.device().index);
+  Backend& backend = ctx.rt.backend();
+  if (backend.collectives_available(devices, inputs[0].dtype())) {
+    Tensor result = Tensor::empty(ctx.rt, Device::cuda(destination), inputs[0].shape(), inputs[0].dtype());
+    std::vector<const void*> buffers;
+    for (const Tensor& t : inputs) buffers.push_back(t.raw());
+    const bool done = backend.reduce_sum(result.raw(), buffers, devices, root,
+                                         static_cast<size_t>(result.numel()), result.dtype(), ctx.stream);
+    FURNACE_ASSERT(done) << "reduce_add: the backend's reduce refused its devices";
+    return result;
+  }
   // result = root + other[0].to(destination); result.add_(other[i].to(destination)) for the rest.
   std::vector<Tensor> terms{inputs[static_cast<size_t>(root)]};
   for (size_t i = 0; i < inputs.size(); ++i)

@@ -27,14 +27,17 @@ std::vector<std::vector<size_t>> buckets_within_limit(const std::vector<Tensor>&
                                                       size_t limit);
 
 // _flatten_dense_tensors: one 1-D buffer on ctx.device holding `tensors` back to back (a cat
-// kernel); a single tensor is flattened as a view, without a copy.
-Tensor flatten_dense_tensors(OpContext& ctx, const std::vector<Tensor>& tensors);
+// kernel); a single tensor is flattened as a view, without a copy. move_bytes = false: the cat is
+// allocated and modelled but not written (a buffer whose copies the simulator elides).
+Tensor flatten_dense_tensors(OpContext& ctx, const std::vector<Tensor>& tensors,
+                             bool move_bytes = true);
 // _unflatten_dense_tensors: views into `flat` shaped like each of `like`.
 std::vector<Tensor> unflatten_dense_tensors(const Tensor& flat, const std::vector<Tensor>& like);
 
 // comm.broadcast_coalesced(tensors, devices, buffer_size). Every tensor must be on devices[0].
 // Returns one list per device: [0] is `tensors` themselves; [i] are views into one flat buffer per
-// bucket, copied from devices[0] to devices[i].
+// bucket, copied from devices[0] to devices[i] (on the simulator: views on devices[i] that read
+// `tensors` and hold that buffer, the copy modelled, not made).
 std::vector<std::vector<Tensor>> broadcast_coalesced(OpContext& ctx,
                                                      const std::vector<Tensor>& tensors,
                                                      const std::vector<int>& devices,

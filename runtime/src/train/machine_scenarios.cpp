@@ -2,7 +2,8 @@
 //
 // [SECTION] jobs: a simulated process with its Runtime, training model replicas
 // [SECTION] two-jobs: job A on GPUs 0,1 and job B on 2,3 (article 3.2)
-// [SECTION] select-gpu: select_least_used_gpu (article 3.3), its two traps, and a fix
+// [SECTION] select-gpu: select_least_used_gpu (article 3.3), its two traps, a fix, the race
+//           between check and use that the fix leaves with two jobs, and a launcher
 //
 // A job's work is real: one MLP replica per device it uses (DataParallel's footprint: a copy of
 // the model on every device), a few SGD steps on a synthetic batch, so every byte smi shows comes
@@ -288,6 +289,24 @@ void select_gpu_naive(MachineScenarioResult& r, const Topology& topo) {
   finish_part(part, m, {a.get(), &b});
 }
 
+// The fixed select_least_used_gpu(n) as NVML answers it now: nvidia-smi's GPU numbers sorted by
+// the memory every process uses there (asking does not initialise CUDA). `seen_mib`: the
+// per-GPU MiB the function looked at, "444, 444, 0, 0".
+std::string least_used_by_nvml(const SimMachine& m, size_t n, std::string* seen_mib = nullptr) {
+  std::vector<std::pair<uint64_t, int>> used;
+  std::string seen;
+  for (const SmiGpu& g : m.smi().gpus) {
+    used.emplace_back(g.used_bytes, g.index);
+    seen += (seen.empty() ? "" : ", ") + std::to_string(g.used_bytes >> 20);
+  }
+  std::sort(used.begin(), used.end());
+  std::string choice;
+  for (size_t k = 0; k < n && k < used.size(); ++k)
+    choice += (choice.empty() ? "" : ",") + std::to_string(used[k].second);
+  if (seen_mib) *seen_mib = seen;
+  return choice;
+}
+
 void select_gpu_fixed(MachineScenarioResult& r, const Topology& topo) {
   SimMachine m(topo);
   ScenarioPart& part = r.parts.emplace_back();
@@ -298,16 +317,8 @@ void select_gpu_fixed(MachineScenarioResult& r, const Topology& topo) {
   s.shell("python train_b.py");
   Job b(m, "train_b.py", {});
   s.code(b.who(), kFixedFunction);
-  std::vector<std::pair<uint64_t, int>> used;
   std::string seen;
-  for (const SmiGpu& g : m.smi().gpus) {  // NVML: every process's memory, no CUDA initialisation
-    used.emplace_back(g.used_bytes, g.index);
-    seen += (seen.empty() ? "" : ", ") + std::to_string(g.used_bytes >> 20);
-  }
-  std::sort(used.begin(), used.end());
-  std::string choice;
-  for (size_t k = 0; k < 2 && k < used.size(); ++k)
-    choice += (choice.empty() ? "" : ",") + std::to_string(used[k].second);
+  const std::string choice = least_used_by_nvml(m, 2, &seen);
   s.code(b.who(), "[pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).used >> 20\n"
                   " for i in range(pynvml.nvmlDeviceGetCount())]  # MiB");
   s.out(b.who(), "[" + seen + "]");
@@ -346,6 +357,108 @@ void select_gpu_fixed(MachineScenarioResult& r, const Topology& topo) {
   finish_part(part, m, {a.get(), &b});
 }
 
+const char* kLauncher =
+    "import os, subprocess, sys\n"
+    "import pynvml\n"
+    "pynvml.nvmlInit()\n"
+    "used = sorted((pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).used, i)\n"
+    "              for i in range(pynvml.nvmlDeviceGetCount()))\n"
+    "free = [i for _, i in used]                   # least used first\n"
+    "for script, gpu in zip(sys.argv[1:], free):   # one GPU each: no two jobs get the same one\n"
+    "    env = dict(os.environ, CUDA_DEVICE_ORDER=\"PCI_BUS_ID\", CUDA_VISIBLE_DEVICES=str(gpu))\n"
+    "    print(f\"{script}: CUDA_VISIBLE_DEVICES={gpu}\")\n"
+    "    subprocess.Popen([sys.executable, script], env=env)";
+
+// What the fixed version does once it has chosen: pins the variables before the first device
+// use, then trains a replica on every GPU the job now sees.
+void start_on(Job& job, const std::string& visible, int hidden, uint64_t seed) {
+  job.process().setenv(kCudaDeviceOrder, "PCI_BUS_ID");
+  job.process().setenv(kCudaVisibleDevices, visible);
+  std::vector<int> all;
+  for (int d = 0; d < job.rt().device_count(); ++d) all.push_back(d);
+  job.train_on(all, hidden, seed);
+}
+
+// Who holds GPU memory on each of nvidia-smi's GPUs: "GPU 2: train_b.py, train_c.py".
+std::string holders(const SimMachine& m, int gpu) {
+  std::string names;
+  const SmiSnapshot now = m.smi();
+  for (const SmiProcess& p : now.gpus[static_cast<size_t>(gpu)].processes)
+    names += (names.empty() ? "" : ", ") + p.name;
+  return "GPU " + std::to_string(gpu) + ": " + (names.empty() ? "nobody" : names);
+}
+
+void select_gpu_race(MachineScenarioResult& r, const Topology& topo) {
+  SimMachine m(topo);
+  ScenarioPart& part = r.parts.emplace_back();
+  part.title = "the race: two jobs check at the same moment, then use what they chose";
+  Story s(part);
+  std::unique_ptr<Job> a = start_job_a(m, s);
+
+  s.shell("python train_b.py & python train_c.py &   # a sweep starts two runs at once, both with "
+          "the version that works");
+  Job b(m, "train_b.py", {});
+  Job c(m, "train_c.py", {});
+  // Both look before either has made its first allocation: importing torch, reading the data
+  // and building the model take seconds, plenty of time for the other job to look too.
+  std::string seen_b, seen_c;
+  const std::string pick_b = least_used_by_nvml(m, 2, &seen_b);
+  const std::string pick_c = least_used_by_nvml(m, 2, &seen_c);
+  auto check = [&](Job& job, const std::string& seen, const std::string& pick) {
+    s.code(job.who(), "[pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).used >> 20\n"
+                      " for i in range(pynvml.nvmlDeviceGetCount())]  # MiB");
+    s.out(job.who(), "[" + seen + "]");
+    s.code(job.who(), "select_least_used_gpu(2)");
+    s.out(job.who(), "'" + pick + "'");
+  };
+  check(b, seen_b, pick_b);
+  check(c, seen_c, pick_c);
+  s.note("Check and use are two moments. Job C looked after job B had chosen but before job B "
+         "allocated anything, so it saw the same idle GPUs and chose the same '" + pick_c +
+         "'. Asking NVML reserves nothing for the one who asked.");
+  start_on(b, pick_b, 1024, 2);
+  s.code(b.who(), "model = nn.DataParallel(model).cuda()");
+  s.note(replicas_note(topo, b.rt(), 1024), b.who());
+  start_on(c, pick_c, 1024, 3);
+  s.code(c.who(), "model = nn.DataParallel(model).cuda()");
+  s.note(replicas_note(topo, c.rt(), 1024), c.who());
+  s.shell("nvidia-smi");
+  s.smi(m, holders(m, 2) + "; " + holders(m, 3) + ": two jobs on the same two GPUs, each with its "
+           "own context, sharing their memory and their compute");
+  finish_part(part, m, {a.get(), &b, &c});
+}
+
+void select_gpu_launcher(MachineScenarioResult& r, const Topology& topo) {
+  SimMachine m(topo);
+  ScenarioPart& part = r.parts.emplace_back();
+  part.title = "what works for several jobs: one launcher hands out the GPUs";
+  Story s(part);
+  std::unique_ptr<Job> a = start_job_a(m, s);
+
+  s.shell("python launch.py train_b.py train_c.py   # one process decides for both jobs");
+  s.code("launch.py", kLauncher);
+  const std::string order = least_used_by_nvml(m, topo.gpus.size());
+  const std::string gpu_b = order.substr(0, order.find(','));
+  const std::string rest = order.substr(order.find(',') + 1);
+  const std::string gpu_c = rest.substr(0, rest.find(','));
+  s.out("launch.py", "train_b.py: CUDA_VISIBLE_DEVICES=" + gpu_b);
+  s.out("launch.py", "train_c.py: CUDA_VISIBLE_DEVICES=" + gpu_c);
+  Job b(m, "train_b.py", {{kCudaDeviceOrder, "PCI_BUS_ID"}, {kCudaVisibleDevices, gpu_b}});
+  Job c(m, "train_c.py", {{kCudaDeviceOrder, "PCI_BUS_ID"}, {kCudaVisibleDevices, gpu_c}});
+  for (Job* job : {&b, &c}) {
+    s.code(job->who(), "print(torch.cuda.device_count(), torch.cuda.current_device())");
+    s.out(job->who(), std::to_string(job->rt().device_count()) + " " + std::to_string(job->rt().current_device()));
+    job->train_on({0}, 1024, job == &b ? 2 : 3);
+    s.note(replicas_note(topo, job->rt(), 1024), job->who());
+  }
+  s.note("One process looked once and handed out different GPUs, so no second look can come in "
+         "between: the check and the hand-out are one step. A cluster scheduler does the same for "
+         "a whole machine room.");
+  s.shell("nvidia-smi");
+  s.smi(m, holders(m, 0) + "; " + holders(m, 1) + "; " + holders(m, 2) + "; " + holders(m, 3));
+  finish_part(part, m, {a.get(), &b, &c});
+}
+
 }  // namespace
 
 const char* scenario_step_kind_name(ScenarioStep::Kind k) {
@@ -362,8 +475,8 @@ const char* scenario_step_kind_name(ScenarioStep::Kind k) {
 std::vector<std::pair<std::string, std::string>> machine_scenarios() {
   return {{"two-jobs", "job A on GPUs 0,1 and job B on GPUs 2,3 of one machine, each with its own "
                        "CUDA_VISIBLE_DEVICES (article 3.2)"},
-          {"select-gpu", "the article's select_least_used_gpu and its two traps, next to a "
-                         "version that works (article 3.3)"}};
+          {"select-gpu", "the article's select_least_used_gpu and its two traps, a version that "
+                         "works, its race when two jobs start at once, and a launcher (article 3.3)"}};
 }
 
 MachineScenarioResult run_machine_scenario(const std::string& name, const std::string& topology) {
@@ -385,9 +498,11 @@ MachineScenarioResult run_machine_scenario(const std::string& name, const std::s
     r.title = "Two jobs, one machine: CUDA_VISIBLE_DEVICES per process";
     two_jobs(r, topo);
   } else {
-    r.title = "select_least_used_gpu: two traps and a fix";
+    r.title = "select_least_used_gpu: two traps, a fix, the race it leaves, and a launcher";
     select_gpu_naive(r, topo);
     select_gpu_fixed(r, topo);
+    select_gpu_race(r, topo);
+    select_gpu_launcher(r, topo);
   }
   return r;
 }

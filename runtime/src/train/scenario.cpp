@@ -1,5 +1,7 @@
 // Scenario validation: every bad value gets one line naming the option.
 #include <algorithm>
+#include <charconv>  // defines: std::from_chars
+#include <cmath>     // defines: std::isfinite
 #include <string>
 
 #include "furnace/error.h"
@@ -17,6 +19,9 @@ void Scenario::validate() const {
   FURNACE_CHECK(amp == "off" || amp == "fp16" || amp == "bf16")
       << "--amp must be off, fp16 or bf16 (got '" << amp << "')";
   FURNACE_CHECK(accum >= 1) << "--accum must be at least 1 (got " << accum << ")";
+  // PyTorch takes any init_scale; 0, a negative or a non-finite scale makes every fp16 step skipped.
+  FURNACE_CHECK(amp != "fp16" || (scaler.init_scale > 0 && std::isfinite(scaler.init_scale)))
+      << "--init-scale must be a positive finite number (got " << scaler.init_scale << ")";
   FURNACE_CHECK(workers >= 0) << "num_workers option should be non-negative; use num_workers=0 to "
                                  "disable multiprocessing. (--workers " << workers << ")";
   FURNACE_CHECK(!hidden.empty()) << "--hidden needs at least one layer width";
@@ -38,15 +43,11 @@ std::vector<int> parse_int_list(const std::string& text, const std::string& what
   while (start <= text.size()) {
     const size_t comma = std::min(text.find(',', start), text.size());
     const std::string item = text.substr(start, comma - start);
-    size_t used = 0;
+    // Exactly an optional '-' and digits that fit in an int: no spaces, no '+', no "0x".
     int v = 0;
-    try {
-      v = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    FURNACE_CHECK(!item.empty() && used == item.size())
-        << what << ": '" << text << "' is not a comma-separated list of " << noun_and_example;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    FURNACE_CHECK(!item.empty() && ec == std::errc() && end == item.data() + item.size())
+        << what << ": '" << printable(text) << "' is not a comma-separated list of " << noun_and_example;
     out.push_back(v);
     start = comma + 1;
   }

@@ -1,6 +1,8 @@
-// backend/cuda: the NVIDIA GPU backend. This header has no CUDA types; only cuda_backend.cu
-// includes the CUDA runtime. For now it holds device enumeration and raw memory (cudaMalloc,
-// cudaMemcpy, cudaMemGetInfo); the ops arrive with the CUDA backend issue.
+// backend/cuda: the NVIDIA GPU backend. This header has no CUDA types; only the .cu files include
+// the CUDA runtime. Devices as the runtime enumerates them, raw memory (cudaMalloc,
+// cudaMemGetInfo), one compute stream and one copy stream per device, copies (pinned host-to-device
+// copies asynchronous on the copy stream, peer copies with ATen's two-way stream barrier), the op
+// table (ops/cuda), NCCL collectives where NCCL was found, and trace spans timed with CUDA events.
 #pragma once
 
 #include <memory>

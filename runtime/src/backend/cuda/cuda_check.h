@@ -1,9 +1,13 @@
-// backend/cuda: check macros. Every CUDA runtime and cuBLAS call goes through one of these; a
-// failure throws furnace::Error naming the device, the statement and file:line.
+// backend/cuda: check macros and the device guard. Every CUDA runtime and cuBLAS call goes through
+// one of these macros; a failure throws furnace::Error naming the device, the statement and
+// file:line ("CUDA error: out of memory (device 1, cudaMemcpyAsync(...))"). NCCL's macro is in
+// nccl_check.h (only built with NCCL).
 #pragma once
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+
+#include <string>
 
 #include "furnace/error.h"
 
@@ -15,26 +19,53 @@ inline int current_device_or_minus_one() {
   return d;
 }
 
+// The one place a failed status becomes an exception: "<library> error: <text> (device d,
+// <statement>)".
+[[noreturn]] inline void throw_error(const char* library, const char* text, const char* statement,
+                                     const char* file, int line) {
+  const int device = current_device_or_minus_one();
+  throw ::furnace::Error(std::string(library) + " error: " + text + " (device " +
+                             std::to_string(device) + ", " + statement + ")",
+                         statement, file, line, device);
+}
+
 }  // namespace furnace::cuda
 
-#define FURNACE_CUDA_CHECK(expr)                                                         \
-  do {                                                                                   \
-    cudaError_t furnace_err_ = (expr);                                                   \
-    if (furnace_err_ != cudaSuccess) {                                                   \
-      int furnace_dev_ = ::furnace::cuda::current_device_or_minus_one();                 \
-      throw ::furnace::Error(std::string("CUDA error: ") + cudaGetErrorString(furnace_err_) + \
-                                 " (device " + std::to_string(furnace_dev_) + ", " #expr ")", \
-                             #expr, __FILE__, __LINE__, furnace_dev_);                   \
-    }                                                                                    \
+#define FURNACE_CUDA_CHECK(expr)                                                              \
+  do {                                                                                        \
+    const cudaError_t furnace_err_ = (expr);                                                  \
+    if (furnace_err_ != cudaSuccess)                                                          \
+      ::furnace::cuda::throw_error("CUDA", cudaGetErrorString(furnace_err_), #expr, __FILE__, \
+                                   __LINE__);                                                 \
   } while (0)
 
-#define FURNACE_CUBLAS_CHECK(expr)                                                       \
-  do {                                                                                   \
-    cublasStatus_t furnace_st_ = (expr);                                                 \
-    if (furnace_st_ != CUBLAS_STATUS_SUCCESS) {                                          \
-      int furnace_dev_ = ::furnace::cuda::current_device_or_minus_one();                 \
-      throw ::furnace::Error(std::string("cuBLAS error: ") + cublasGetStatusString(furnace_st_) + \
-                                 " (device " + std::to_string(furnace_dev_) + ", " #expr ")", \
-                             #expr, __FILE__, __LINE__, furnace_dev_);                   \
-    }                                                                                    \
+#define FURNACE_CUBLAS_CHECK(expr)                                                               \
+  do {                                                                                           \
+    const cublasStatus_t furnace_st_ = (expr);                                                   \
+    if (furnace_st_ != CUBLAS_STATUS_SUCCESS)                                                    \
+      ::furnace::cuda::throw_error("cuBLAS", cublasGetStatusString(furnace_st_), #expr, __FILE__, \
+                                   __LINE__);                                                    \
   } while (0)
+
+namespace furnace::cuda {
+
+// Makes `device` current for the lifetime of the guard, as c10::cuda::CUDAGuard. The current
+// device is per host thread, so DataParallel's workers each keep their own.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    FURNACE_CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != device) FURNACE_CUDA_CHECK(cudaSetDevice(device));
+  }
+  ~DeviceGuard() {
+    int now = -1;
+    if (cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+}  // namespace furnace::cuda

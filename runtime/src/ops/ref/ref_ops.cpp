@@ -1,6 +1,8 @@
 // ops/ref: the reference implementations. Plain loops, sums in double, written for clarity.
 #include "ops/ref/ref_ops.h"
 
+#include "ops/adamw_scalars.h"
+
 #include <cmath>
 #include <limits>
 
@@ -95,6 +97,12 @@ void sgd_momentum_step(float* param, const float* grad, float* buf, int64_t n, f
     }
     param[i] -= lr * g;
   }
+}
+
+void adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
+                float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step) {
+  const AdamWScalars s = adamw_scalars(lr, beta1, beta2, eps, weight_decay, step);
+  for (int64_t i = 0; i < n; ++i) adamw_element(param[i], grad[i], exp_avg[i], exp_avg_sq[i], s);
 }
 
 void non_finite_check_and_unscale(float* grad, int64_t n, float inv_scale, float* found_inf) {

@@ -2,6 +2,8 @@
 // vectorises. Results match ops/ref within fp32 reassociation (tests/unit/test_ops.cpp).
 #include "ops/sim/sim_ops.h"
 
+#include "ops/adamw_scalars.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -95,6 +97,13 @@ void sgd_momentum_step(float* param, const float* grad, float* buf, int64_t n, f
     buf[i] = b;
     param[i] -= lr * b;
   }
+}
+
+void adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, int64_t n,
+                float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step) {
+  // The per-element update is already one pass with no reduction: the same code as the reference.
+  const AdamWScalars s = adamw_scalars(lr, beta1, beta2, eps, weight_decay, step);
+  for (int64_t i = 0; i < n; ++i) adamw_element(param[i], grad[i], exp_avg[i], exp_avg_sq[i], s);
 }
 
 void non_finite_check_and_unscale(float* grad, int64_t n, float inv_scale, float* found_inf) {

@@ -1,0 +1,172 @@
+// EventTrace: spans bracketed by CUDA events, emitted once they have completed.
+#include "backend/cuda/event_trace.h"
+
+#include <string_view>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace furnace::cuda {
+
+EventTrace::EventTrace(TraceBus* trace, int devices)
+    : trace_(trace),
+      origin_(static_cast<size_t>(devices), nullptr),
+      origin_host_(static_cast<size_t>(devices), 0.0),
+      free_events_(static_cast<size_t>(devices)) {}
+
+EventTrace::~EventTrace() {
+  std::lock_guard<std::mutex> lock(mu_);
+  try {
+    flush_locked(/*wait=*/true);
+  } catch (...) {
+    // A destructor must not throw; the spans are lost with the backend.
+  }
+  for (auto& [id, s] : open_) {
+    if (s.start) cudaEventDestroy(s.start);
+    if (s.stop) cudaEventDestroy(s.stop);
+  }
+  for (auto& events : free_events_)
+    for (cudaEvent_t e : events) cudaEventDestroy(e);
+  for (cudaEvent_t e : origin_)
+    if (e) cudaEventDestroy(e);
+}
+
+double EventTrace::host_now() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+}
+
+void EventTrace::start_device(int device, cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t d = static_cast<size_t>(device);
+  if (origin_.at(d)) return;
+  cudaEvent_t e = nullptr;
+  FURNACE_CUDA_CHECK(cudaEventCreate(&e));
+  FURNACE_CUDA_CHECK(cudaEventRecord(e, stream));
+  FURNACE_CUDA_CHECK(cudaEventSynchronize(e));  // the stream is empty: this is "now" on the host
+  origin_[d] = e;
+  origin_host_[d] = host_now();
+}
+
+cudaEvent_t EventTrace::take_event(int device) {
+  std::vector<cudaEvent_t>& pool = free_events_.at(static_cast<size_t>(device));
+  if (!pool.empty()) {
+    cudaEvent_t e = pool.back();
+    pool.pop_back();
+    return e;
+  }
+  cudaEvent_t e = nullptr;
+  FURNACE_CUDA_CHECK(cudaEventCreate(&e));  // timing enabled: spans measure elapsed time
+  return e;
+}
+
+int64_t EventTrace::begin(int device, cudaStream_t stream) {
+  if (!active()) return -1;
+  std::lock_guard<std::mutex> lock(mu_);
+  // Keep the event pool small: emit what has completed, and wait only if spans pile up (their
+  // cost never came).
+  if (open_.size() > 512) flush_locked(/*wait=*/open_.size() > 4096);
+  Span s;
+  s.device = device;
+  s.start = take_event(device);
+  FURNACE_CUDA_CHECK(cudaEventRecord(s.start, stream));
+  const int64_t id = next_id_++;
+  open_.emplace(id, s);
+  return id;
+}
+
+void EventTrace::end(int64_t id, cudaStream_t stream, EventKind kind, const char* name,
+                     int stream_index, uint64_t bytes, bool wants_cost) {
+  if (id < 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = open_.find(id);
+  if (it == open_.end()) return;
+  Span& s = it->second;
+  s.stop = take_event(s.device);
+  FURNACE_CUDA_CHECK(cudaEventRecord(s.stop, stream));
+  s.kind = kind;
+  s.name = name;
+  s.stream = stream_index;
+  s.bytes = bytes;
+  s.ended = true;
+  s.costed = !wants_cost;
+}
+
+void EventTrace::annotate(int device, const char* name, const KernelCost& cost) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = open_.rbegin(); it != open_.rend(); ++it) {
+    Span& s = it->second;
+    if (s.device != device || s.costed || !s.ended || std::string_view(s.name) != name) continue;
+    s.flops = cost.flops;
+    s.bytes = static_cast<uint64_t>(cost.bytes);
+    s.costed = true;
+    return;
+  }
+}
+
+void EventTrace::emit_locked(const Span& s) {
+  float from_origin_ms = 0, duration_ms = 0;
+  FURNACE_CUDA_CHECK(cudaEventElapsedTime(&from_origin_ms, origin_.at(static_cast<size_t>(s.device)), s.start));
+  FURNACE_CUDA_CHECK(cudaEventElapsedTime(&duration_ms, s.start, s.stop));
+  if (!trace_ || !trace_->active()) return;
+  TraceEvent e;
+  e.kind = s.kind;
+  e.name = s.name;
+  e.device = s.device;
+  e.stream = s.stream;
+  e.start_s = origin_host_[static_cast<size_t>(s.device)] + from_origin_ms * 1e-3;
+  e.dur_s = duration_ms * 1e-3;
+  e.bytes = s.bytes;
+  e.flops = s.flops;
+  trace_->emit(e);
+}
+
+void EventTrace::flush_locked(bool wait) {
+  for (auto it = open_.begin(); it != open_.end();) {
+    Span& s = it->second;
+    if (!s.ended) {  // still being launched (another thread): keep it
+      ++it;
+      continue;
+    }
+    if (wait) {
+      FURNACE_CUDA_CHECK(cudaEventSynchronize(s.stop));
+    } else {
+      const cudaError_t q = cudaEventQuery(s.stop);
+      if (q == cudaErrorNotReady) {
+        ++it;
+        continue;
+      }
+      FURNACE_CUDA_CHECK(q);
+    }
+    // A span waits for its cost only while its kernel may still be reported; once flushed with
+    // wait (synchronize, destruction) it goes out as it is.
+    if (!s.costed && !wait) {
+      ++it;
+      continue;
+    }
+    emit_locked(s);
+    free_events_.at(static_cast<size_t>(s.device)).push_back(s.start);
+    free_events_.at(static_cast<size_t>(s.device)).push_back(s.stop);
+    it = open_.erase(it);
+  }
+}
+
+void EventTrace::flush(bool wait) {
+  std::lock_guard<std::mutex> lock(mu_);
+  flush_locked(wait);
+}
+
+double EventTrace::device_now(int device, cudaStream_t stream) {
+  if (!active()) return 0.0;
+  std::lock_guard<std::mutex> lock(mu_);
+  const size_t d = static_cast<size_t>(device);
+  if (!origin_.at(d)) return 0.0;
+  cudaEvent_t e = take_event(device);
+  FURNACE_CUDA_CHECK(cudaEventRecord(e, stream));
+  FURNACE_CUDA_CHECK(cudaEventSynchronize(e));
+  float ms = 0;
+  FURNACE_CUDA_CHECK(cudaEventElapsedTime(&ms, origin_[d], e));
+  free_events_[d].push_back(e);
+  flush_locked(/*wait=*/false);
+  return origin_host_[d] + ms * 1e-3;
+}
+
+}  // namespace furnace::cuda

@@ -1,0 +1,88 @@
+// action_train.cpp: the `train` lesson action: furnace::train (the same loop as `furnace train`)
+// on the committed Fashion-MNIST slice, with the loss and the loss scale of every optimizer step
+// taken from the progress callback, and the modelled time of each training phase summed from the
+// trace's phase events.
+#include <map>
+#include <string>
+
+#include "furnace/train.h"    // defines: train, Scenario, TrainResult
+#include "lessons/actions.h"  // defines: run_train, lesson_data_dir
+
+namespace furnace::lesson::detail {
+
+void run_train(const StepScenario& s, Observables& out, TraceBus* trace) {
+  Scenario sc = s.scenario;
+  if (sc.data_dir.empty()) sc.data_dir = lesson_data_dir();
+  TraceBus local;
+  TraceBus& bus = trace ? *trace : local;
+
+  // Modelled seconds per phase on the training device (single device: h2d, forward, loss,
+  // backward, optimizer). Emitted only while someone subscribes, hence the subscription.
+  std::map<std::string, double> phase_s;
+  const int id = bus.subscribe([&](const TraceEvent& e) {
+    if (e.kind == EventKind::phase && e.device == sc.device) phase_s[e.name] += e.dur_s;
+  });
+  std::vector<double> losses, scales;
+  TrainResult r;
+  try {
+    r = train(sc, bus, [&](const Progress& p) {
+      losses.push_back(p.loss);
+      scales.push_back(p.loss_scale);
+    });
+  } catch (...) {
+    bus.unsubscribe(id);
+    throw;
+  }
+  bus.unsubscribe(id);
+
+  const double steps = static_cast<double>(r.steps);
+  out["steps"] = Value::of_int(r.steps);
+  out["losses"] = Value::of_numbers(losses);
+  out["final_loss"] = Value::of_number(r.final_loss);
+  out["effective_batch"] = Value::of_int(sc.batch * sc.accum);
+  out["skipped_steps"] = Value::of_int(r.skipped_steps);
+  out["loss_scale"] = Value::of_number(r.final_loss_scale);
+  out["loss_scales"] = Value::of_numbers(scales);
+  out["step_ms"] = Value::of_number(r.modelled_step_s * 1e3);
+  out["samples_per_s"] = Value::of_number(
+      r.modelled_step_s > 0 ? static_cast<double>(sc.batch * sc.accum) / r.modelled_step_s : 0.0);
+  for (const char* phase : {"h2d", "forward", "loss", "backward", "optimizer"})
+    out[std::string(phase) + "_ms"] = Value::of_number(steps > 0 ? phase_s[phase] * 1e3 / steps : 0.0);
+
+  std::vector<int64_t> allocated, reserved, max_allocated, max_reserved, context, smi;
+  for (const DeviceMemoryReport& m : r.memory) {
+    allocated.push_back(static_cast<int64_t>(m.allocated_bytes));
+    reserved.push_back(static_cast<int64_t>(m.reserved_bytes));
+    max_allocated.push_back(static_cast<int64_t>(m.peak_allocated_bytes));
+    max_reserved.push_back(static_cast<int64_t>(m.peak_reserved_bytes));
+    context.push_back(static_cast<int64_t>(m.context_bytes));
+    smi.push_back(static_cast<int64_t>(m.context_bytes + m.reserved_bytes));
+  }
+  out["memory_allocated"] = Value::of_ints(allocated);
+  out["memory_reserved"] = Value::of_ints(reserved);
+  out["max_memory_allocated"] = Value::of_ints(max_allocated);
+  out["max_memory_reserved"] = Value::of_ints(max_reserved);
+  out["context"] = Value::of_ints(context);
+  out["smi_used"] = Value::of_ints(smi);
+  out["wall_samples_per_s"] = Value::of_number(r.samples_per_s);
+
+  if (r.dp) {
+    std::vector<double> busy, idle;
+    for (const DpDeviceTime& t : r.dp->per_device) {
+      busy.push_back(t.busy * 1e3);
+      idle.push_back(t.idle * 1e3);
+    }
+    out["device_ids"] = Value::of_ints(r.dp->device_ids);
+    out["chunks"] = Value::of_ints(r.dp->chunks);
+    out["output_device"] = Value::of_int(r.dp->output_device);
+    out["busy_ms"] = Value::of_numbers(busy);
+    out["idle_ms"] = Value::of_numbers(idle);
+    for (const std::string& w : r.dp->warnings) add_warning(out, w);
+  } else {
+    out["device_ids"] = Value::of_ints(std::vector<int>{sc.device});
+    out["chunks"] = Value::of_ints(std::vector<int64_t>{sc.batch});
+    out["output_device"] = Value::of_int(sc.device);  // busy_ms / idle_ms: DataParallel only
+  }
+}
+
+}  // namespace furnace::lesson::detail

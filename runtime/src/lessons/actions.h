@@ -1,0 +1,27 @@
+// lessons/actions.h (private): one function per lesson action. Each runs its experiment on the
+// simulator and fills `out` with the observables of lessons/FORMAT.md as it goes, so that when the
+// runtime raises an error half-way the observables produced before it stay (run_action in
+// actions.cpp records the error). Warnings go to out["warnings"].
+#pragma once
+
+#include "furnace/lesson.h"  // defines: StepScenario, Observables
+
+namespace furnace::lesson::detail {
+
+void run_devices(const StepScenario& s, Observables& out);                  // action_devices.cpp
+void run_forward(const StepScenario& s, Observables& out, TraceBus* trace);  // action_forward.cpp
+void run_train(const StepScenario& s, Observables& out, TraceBus* trace);    // action_train.cpp
+void run_memory(const StepScenario& s, Observables& out);                   // action_memory.cpp
+void run_loss_trap(const StepScenario& s, Observables& out);                // action_tools.cpp
+void run_scaler(const StepScenario& s, Observables& out);                   // action_tools.cpp
+void run_machine(const StepScenario& s, Observables& out);                  // action_tools.cpp
+void run_loader(const StepScenario& s, Observables& out);                   // action_loader.cpp
+
+// Appends a warning's text to out["warnings"].
+void add_warning(Observables& out, const std::string& message);
+
+// The Fashion-MNIST slice the train action uses: $FURNACE_DATA_DIR/fashion-mnist, else the
+// source tree's data/fashion-mnist.
+std::string lesson_data_dir();
+
+}  // namespace furnace::lesson::detail

@@ -1,0 +1,698 @@
+// loader.cpp: reads a lesson folder (lesson.toml, en.md, zh.md; lessons/FORMAT.md) into a Lesson
+// and validates everything that can be checked before running: every key known and of the right
+// type, scenario keys allowed for the step's action and their values sane, every observable a
+// check, a reference or a prediction names produced by the action (or an earlier step's), and a
+// text section per step in both languages. Every problem is one furnace::Error line
+// "<file>:<line>:<column>: <problem>".
+//
+// [SECTION] reading TOML fields  [SECTION] scenario  [SECTION] observable references
+// [SECTION] checks and predictions  [SECTION] text  [SECTION] lesson.toml  [SECTION] folders
+#include <toml++/toml.h>  // defines: toml::parse, toml::table, toml::node, toml::parse_error
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "furnace/allocator.h"          // defines: parse_size
+#include "furnace/error.h"              // defines: FURNACE_FAIL, Error
+#include "furnace/lesson.h"             // defines: Lesson, load_lesson, load_lessons
+#include "furnace/machine_scenarios.h"  // defines: machine_scenarios
+#include "furnace/process.h"            // defines: kCudaVisibleDevices, kCudaDeviceOrder
+#include "furnace/topology.h"           // defines: load_topology
+#include "machine/toml_guard.h"         // defines: toml_ascii
+
+#ifndef FURNACE_DEFAULT_LESSONS_DIR
+#define FURNACE_DEFAULT_LESSONS_DIR "lessons"  // CMake passes the source tree's
+#endif
+
+namespace furnace::lesson {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---- [SECTION] reading TOML fields --------------------------------------------------------------
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string type_name(const toml::node& n) {
+  switch (n.type()) {
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    default: return "a date/time";
+  }
+}
+
+// "did you mean 'x'?" or the list of allowed names.
+std::string suggestion(std::string_view got, const std::vector<std::string>& allowed) {
+  std::string best;
+  size_t best_d = 3;
+  for (const std::string& a : allowed) {
+    const size_t d = edit_distance(got, a);
+    if (d < best_d) best_d = d, best = a;
+  }
+  if (!best.empty()) return "did you mean '" + best + "'?";
+  std::string all;
+  for (const std::string& a : allowed) all += (all.empty() ? "" : ", ") + a;
+  return "allowed: " + all;
+}
+
+// One TOML table being read; `what` names it in messages ("step 'mask'", "step 'mask': check 2").
+class Fields {
+ public:
+  Fields(const toml::table& t, const std::string& origin, std::string what)
+      : t_(t), origin_(origin), what_(std::move(what)) {}
+
+  std::string at(const toml::node* n) const {
+    std::ostringstream os;
+    os << origin_;
+    const toml::source_region& src = (n ? n->source() : t_.source());
+    if (src.begin.line > 0) os << ':' << src.begin.line << ':' << src.begin.column;
+    os << ": ";
+    if (!what_.empty()) os << what_ << ": ";
+    return os.str();
+  }
+  [[noreturn]] void fail(const toml::node* n, const std::string& message) const {
+    FURNACE_FAIL() << at(n) << message;
+    std::abort();
+  }
+  const toml::table& table() const { return t_; }
+  const std::string& what() const { return what_; }
+  const std::string& origin() const { return origin_; }
+  int line() const { return static_cast<int>(t_.source().begin.line); }
+
+  void only(const std::vector<std::string>& allowed, const char* in) const {
+    for (auto&& [key, node] : t_) {
+      const std::string k(key.str());
+      if (std::find(allowed.begin(), allowed.end(), k) != allowed.end()) continue;
+      fail(&node, "unknown key '" + printable(k) + "' in " + in + " (" + suggestion(k, allowed) + ")");
+    }
+  }
+  const toml::node* find(std::string_view key) const { return t_.get(key); }
+  const toml::node& need(std::string_view key) const {
+    const toml::node* n = find(key);
+    if (!n) fail(nullptr, "missing '" + std::string(key) + "'");
+    return *n;
+  }
+  std::string string(std::string_view key) const { return string_of(need(key), key); }
+  std::string string_of(const toml::node& n, std::string_view key) const {
+    if (!n.is_string()) fail(&n, "'" + std::string(key) + "' must be a string, got " + type_name(n));
+    return std::string(*n.value<std::string_view>());
+  }
+  int64_t integer_of(const toml::node& n, std::string_view key) const {
+    if (!n.is_integer()) fail(&n, "'" + std::string(key) + "' must be an integer, got " + type_name(n));
+    return *n.value<int64_t>();
+  }
+  int64_t integer(std::string_view key) const { return integer_of(need(key), key); }
+  double number_of(const toml::node& n, std::string_view key) const {
+    if (!n.is_number()) fail(&n, "'" + std::string(key) + "' must be a number, got " + type_name(n));
+    return *n.value<double>();
+  }
+  bool boolean_of(const toml::node& n, std::string_view key) const {
+    if (!n.is_boolean()) fail(&n, "'" + std::string(key) + "' must be true or false, got " + type_name(n));
+    return *n.value<bool>();
+  }
+  const toml::array& array_of(const toml::node& n, std::string_view key) const {
+    if (!n.is_array()) fail(&n, "'" + std::string(key) + "' must be an array, got " + type_name(n));
+    return *n.as_array();
+  }
+  std::vector<int64_t> integers_of(const toml::node& n, std::string_view key) const {
+    std::vector<int64_t> out;
+    for (const toml::node& item : array_of(n, key)) {
+      if (!item.is_integer()) fail(&item, "'" + std::string(key) + "' must be an array of integers, got " + type_name(item) + " in it");
+      out.push_back(*item.value<int64_t>());
+    }
+    return out;
+  }
+  std::vector<std::string> strings_of(const toml::node& n, std::string_view key) const {
+    std::vector<std::string> out;
+    for (const toml::node& item : array_of(n, key)) {
+      if (!item.is_string()) fail(&item, "'" + std::string(key) + "' must be an array of strings, got " + type_name(item) + " in it");
+      out.emplace_back(*item.value<std::string_view>());
+    }
+    return out;
+  }
+  // `key = { en = "...", zh = "..." }` (or the dotted form): both required, non-empty.
+  Text text(std::string_view key) const {
+    const toml::node& n = need(key);
+    if (!n.is_table()) fail(&n, "'" + std::string(key) + "' must be a table { en = \"...\", zh = \"...\" }, got " + type_name(n));
+    Fields f(*n.as_table(), origin_, what_.empty() ? std::string(key) : what_ + ": " + std::string(key));
+    f.only({"en", "zh"}, std::string("'" + std::string(key) + "'").c_str());
+    Text t{f.string("en"), f.string("zh")};
+    if (t.en.empty()) f.fail(f.find("en"), "the English text is empty");
+    if (t.zh.empty()) f.fail(f.find("zh"), "the Chinese text is empty");
+    return t;
+  }
+
+ private:
+  const toml::table& t_;
+  std::string origin_;
+  std::string what_;
+};
+
+// ---- [SECTION] scenario -------------------------------------------------------------------------
+
+const std::vector<std::string>& all_scenario_keys() {
+  static const std::vector<std::string> keys = {
+      "topology", "env", "set_visible_before_init", "set_visible_after_init", "set_device", "parallel",
+      "device", "device_ids", "output_device", "model_device", "input_device", "batch", "hidden", "steps",
+      "epochs", "lr", "lr_schedule", "momentum", "seed", "accum", "accum_divide", "amp", "init_scale",
+      "growth_factor", "backoff_factor", "growth_interval", "overflow_at", "workers", "prefetch_factor",
+      "pin_memory", "alloc", "free", "empty_cache", "story", "part"};
+  return keys;
+}
+
+std::vector<int> to_ints(const std::vector<int64_t>& v) { return {v.begin(), v.end()}; }
+
+// "cpu" or "cuda:N".
+bool valid_place(const std::string& s) {
+  static const std::regex re("cpu|cuda:[0-9]{1,3}");
+  return std::regex_match(s, re);
+}
+
+StepScenario read_scenario(const Fields* f, const ActionInfo& action) {
+  StepScenario s;
+  Scenario& sc = s.scenario;
+  // The lesson defaults (FORMAT.md): the article's 4-GPU server, a few steps on the data slice.
+  sc.topology = "workstation-4x3090";
+  sc.epochs = 1;
+  sc.max_steps = action.name == "scaler" ? 20 : 3;
+  sc.lr_schedule = "constant";
+  sc.evaluate = false;
+  sc.batch = action.name == "forward" ? 8 : action.name == "dp-loss-trap" ? 10 : 256;
+  if (!f) return s;
+
+  for (auto&& [key, node] : f->table()) {
+    const std::string k(key.str());
+    if (std::find(all_scenario_keys().begin(), all_scenario_keys().end(), k) == all_scenario_keys().end())
+      f->fail(&node, "unknown scenario key '" + printable(k) + "' (" + suggestion(k, all_scenario_keys()) + ")");
+    if (std::find(action.keys.begin(), action.keys.end(), k) == action.keys.end()) {
+      std::string used;
+      for (const std::string& a : action.keys) used += (used.empty() ? "" : ", ") + a;
+      f->fail(&node, "scenario key '" + k + "' is not used by action '" + action.name + "' (it reads: " + used + ")");
+    }
+    s.keys.push_back(k);
+    const toml::node& n = node;
+    auto positive = [&](int64_t v, int64_t min) {
+      if (v < min) f->fail(&n, "'" + k + "' must be at least " + std::to_string(min) + " (got " + std::to_string(v) + ")");
+      return v;
+    };
+    if (k == "topology") {
+      sc.topology = f->string_of(n, k);
+      try {
+        load_topology(sc.topology);
+      } catch (const Error& e) {
+        f->fail(&n, std::string("topology: ") + e.what());
+      }
+    } else if (k == "env") {
+      if (!n.is_table()) f->fail(&n, "'env' must be a table { CUDA_VISIBLE_DEVICES = \"...\" }, got " + type_name(n));
+      Fields env(*n.as_table(), f->origin(), f->what() + ": env");
+      env.only({kCudaVisibleDevices, kCudaDeviceOrder}, "env");
+      for (auto&& [ek, ev] : *n.as_table()) sc.env[std::string(ek.str())] = env.string_of(ev, ek.str());
+    } else if (k == "set_visible_before_init") {
+      s.set_visible_before_init = f->string_of(n, k);
+    } else if (k == "set_visible_after_init") {
+      s.set_visible_after_init = f->string_of(n, k);
+    } else if (k == "set_device") {
+      s.set_device = static_cast<int>(positive(f->integer_of(n, k), 0));
+    } else if (k == "parallel") {
+      sc.parallel = f->string_of(n, k);
+      if (sc.parallel != "none" && sc.parallel != "dp") f->fail(&n, "'parallel' must be \"none\" or \"dp\"");
+    } else if (k == "device") {
+      sc.device = static_cast<int>(positive(f->integer_of(n, k), 0));
+    } else if (k == "device_ids") {
+      sc.device_ids = to_ints(f->integers_of(n, k));
+    } else if (k == "output_device") {
+      sc.output_device = static_cast<int>(f->integer_of(n, k));
+    } else if (k == "model_device" || k == "input_device") {
+      const std::string v = f->string_of(n, k);
+      if (!valid_place(v)) f->fail(&n, "'" + k + "' must be \"cpu\" or \"cuda:N\" (got '" + printable(v) + "')");
+      (k == "model_device" ? s.model_device : s.input_device) = v;
+    } else if (k == "batch") {
+      sc.batch = positive(f->integer_of(n, k), 1);
+    } else if (k == "hidden") {
+      sc.hidden = to_ints(f->integers_of(n, k));
+    } else if (k == "steps") {
+      sc.max_steps = positive(f->integer_of(n, k), 1);
+    } else if (k == "epochs") {
+      sc.epochs = static_cast<int>(positive(f->integer_of(n, k), 1));
+    } else if (k == "lr") {
+      sc.lr = static_cast<float>(f->number_of(n, k));
+    } else if (k == "lr_schedule") {
+      sc.lr_schedule = f->string_of(n, k);
+    } else if (k == "momentum") {
+      sc.momentum = static_cast<float>(f->number_of(n, k));
+    } else if (k == "seed") {
+      sc.seed = static_cast<uint64_t>(positive(f->integer_of(n, k), 0));
+    } else if (k == "accum") {
+      sc.accum = static_cast<int>(positive(f->integer_of(n, k), 1));
+    } else if (k == "accum_divide") {
+      sc.accum_divide = f->boolean_of(n, k);
+    } else if (k == "amp") {
+      sc.amp = f->string_of(n, k);
+    } else if (k == "init_scale") {
+      sc.scaler.init_scale = f->number_of(n, k);
+    } else if (k == "growth_factor") {
+      sc.scaler.growth_factor = f->number_of(n, k);
+    } else if (k == "backoff_factor") {
+      sc.scaler.backoff_factor = f->number_of(n, k);
+    } else if (k == "growth_interval") {
+      sc.scaler.growth_interval = positive(f->integer_of(n, k), 1);
+    } else if (k == "overflow_at") {
+      s.overflow_at = f->integers_of(n, k);
+    } else if (k == "workers") {
+      sc.workers = static_cast<int>(f->integer_of(n, k));
+    } else if (k == "prefetch_factor") {
+      sc.prefetch_factor = static_cast<int>(f->integer_of(n, k));
+    } else if (k == "pin_memory") {
+      sc.pin_memory = f->boolean_of(n, k);
+    } else if (k == "alloc") {
+      s.alloc = f->strings_of(n, k);
+      for (const std::string& a : s.alloc) {
+        try {
+          parse_size(a);
+        } catch (const Error& e) {
+          f->fail(&n, std::string("alloc: ") + e.what());
+        }
+      }
+    } else if (k == "free") {
+      s.free = to_ints(f->integers_of(n, k));
+    } else if (k == "empty_cache") {
+      s.empty_cache = f->boolean_of(n, k);
+    } else if (k == "story") {
+      s.story = f->string_of(n, k);
+      std::vector<std::string> names;
+      for (const auto& [name, d] : machine_scenarios()) names.push_back(name);
+      if (std::find(names.begin(), names.end(), s.story) == names.end())
+        f->fail(&n, "unknown story '" + printable(s.story) + "' (" + suggestion(s.story, names) + ")");
+    } else if (k == "part") {
+      s.part = static_cast<int>(positive(f->integer_of(n, k), 1));
+    }
+  }
+  // What the CLI does too: model.cuda(device_ids[0]) before wrapping, unless `device` is given.
+  if (sc.parallel == "dp" && sc.device_ids && !sc.device_ids->empty() &&
+      std::find(s.keys.begin(), s.keys.end(), "device") == s.keys.end())
+    sc.device = std::max(0, sc.device_ids->front());
+  if (action.name == "memory" && s.alloc.empty()) f->fail(nullptr, "action 'memory' needs 'alloc' (sizes to allocate)");
+  if (action.name == "machine" && s.story.empty()) f->fail(nullptr, "action 'machine' needs 'story'");
+  std::set<int> freed;
+  for (int i : s.free)
+    if (i < 0 || static_cast<size_t>(i) >= s.alloc.size() || !freed.insert(i).second)
+      f->fail(f->find("free"), "'free': index " + std::to_string(i) + " is out of range or repeated (alloc has " +
+                                   std::to_string(s.alloc.size()) + " sizes)");
+  for (int64_t step : s.overflow_at)
+    if (step < 1 || step > sc.max_steps)
+      f->fail(f->find("overflow_at"), "'overflow_at': step " + std::to_string(step) + " is outside 1.." + std::to_string(sc.max_steps));
+  try {
+    sc.validate();
+  } catch (const Error& e) {
+    f->fail(nullptr, std::string("scenario: ") + e.what());
+  }
+  return s;
+}
+
+// ---- [SECTION] observable references ------------------------------------------------------------
+
+struct RefInfo {
+  ObservableInfo observable;
+  bool element = false;  // NAME[i]
+};
+Value::Type effective_type(const RefInfo& r) { return r.element ? r.observable.item_type : r.observable.type; }
+
+const ObservableInfo* find_observable(const ActionInfo& action, const std::string& name) {
+  static const ObservableInfo error{"error", Value::Type::string};
+  static const ObservableInfo warnings{"warnings", Value::Type::array, Value::Type::string};
+  if (name == "error") return &error;
+  if (name == "warnings") return &warnings;
+  for (const ObservableInfo& o : action.observables)
+    if (o.name == name) return &o;
+  return nullptr;
+}
+
+// Resolves "NAME", "NAME[i]", "STEP.NAME[i]" for step `index` of `steps`; fails with the line.
+RefInfo resolve_ref(const std::string& ref, const std::vector<Step>& steps, size_t index, bool allow_other_step,
+                    const Fields& f, const toml::node* where) {
+  static const std::regex re(R"(^(?:([a-z0-9-]+)\.)?([a-z_0-9]+)(\[([0-9]{1,6})\])?$)");
+  std::smatch m;
+  if (!std::regex_match(ref, m, re))
+    f.fail(where, "'" + printable(ref) + "' is not an observable name (NAME, NAME[i] or STEP.NAME)");
+  const ActionInfo* action = find_action(steps[index].action);
+  if (m[1].matched) {
+    if (!allow_other_step) f.fail(where, "a prediction is about its own step: '" + ref + "' names another step");
+    const std::string step_id = m[1];
+    const auto it = std::find_if(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(index),
+                                 [&](const Step& s) { return s.id == step_id; });
+    if (it == steps.begin() + static_cast<std::ptrdiff_t>(index)) {
+      const bool exists = std::any_of(steps.begin(), steps.end(), [&](const Step& s) { return s.id == step_id; });
+      f.fail(where, "'" + ref + "': " + (exists ? "step '" + step_id + "' is not an earlier step" : "no step '" + step_id + "' in this lesson"));
+    }
+    action = find_action(it->action);
+  }
+  const std::string name = m[2];
+  const ObservableInfo* o = find_observable(*action, name);
+  if (!o) {
+    std::vector<std::string> names{"error", "warnings"};
+    for (const ObservableInfo& x : action->observables) names.push_back(x.name);
+    std::string all;
+    for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
+    const std::string hint = suggestion(name, names);
+    f.fail(where, "unknown observable '" + name + "' (action '" + action->name + "' produces: " + all + ")" +
+                      (hint.rfind("did", 0) == 0 ? "; " + hint : ""));
+  }
+  if (m[3].matched && o->type != Value::Type::array)
+    f.fail(where, "'" + ref + "': '" + name + "' is not an array, it cannot be indexed");
+  return {*o, m[3].matched};
+}
+
+// ---- [SECTION] checks and predictions -----------------------------------------------------------
+
+Value literal_value(const toml::node& n, const Fields& f, const std::string& key) {
+  if (n.is_integer()) return Value::of_int(*n.value<int64_t>());
+  if (n.is_floating_point()) return Value::of_number(*n.value<double>());
+  if (n.is_boolean()) return Value::of_bool(*n.value<bool>());
+  if (n.is_string()) return Value::of_string(std::string(*n.value<std::string_view>()));
+  if (n.is_array()) {
+    std::vector<Value> items;
+    for (const toml::node& item : *n.as_array()) items.push_back(literal_value(item, f, key));
+    return Value::of_array(std::move(items));
+  }
+  f.fail(&n, "'" + key + "' must be a value or { of = \"OBSERVABLE\", times = k }, got " + type_name(n));
+}
+
+const std::vector<std::pair<std::string, Expectation::Op>>& expectation_keys() {
+  static const std::vector<std::pair<std::string, Expectation::Op>> keys = {
+      {"equals", Expectation::Op::equals},       {"not_equals", Expectation::Op::not_equals},
+      {"less_than", Expectation::Op::less_than}, {"greater_than", Expectation::Op::greater_than},
+      {"at_most", Expectation::Op::at_most},     {"at_least", Expectation::Op::at_least},
+      {"approx", Expectation::Op::approx},       {"contains", Expectation::Op::contains},
+      {"not_contains", Expectation::Op::not_contains}};
+  return keys;
+}
+
+bool numeric(Expectation::Op op) {
+  return op == Expectation::Op::less_than || op == Expectation::Op::greater_than ||
+         op == Expectation::Op::at_most || op == Expectation::Op::at_least || op == Expectation::Op::approx;
+}
+
+Check read_check(const Fields& f, const std::vector<Step>& steps, size_t index) {
+  std::vector<std::string> allowed{"observable", "claim", "rel_tol", "abs_tol"};
+  for (const auto& [k, op] : expectation_keys()) allowed.push_back(k);
+  f.only(allowed, "[[step.check]]");
+  Check c;
+  c.line = f.line();
+  c.observable = f.string("observable");
+  const RefInfo target = resolve_ref(c.observable, steps, index, true, f, f.find("observable"));
+  c.claim = f.text("claim");
+  if (const toml::node* n = f.find("rel_tol")) c.rel_tol = f.number_of(*n, "rel_tol");
+  if (const toml::node* n = f.find("abs_tol")) c.abs_tol = f.number_of(*n, "abs_tol");
+  const Value::Type t = effective_type(target);
+  const bool numbers = t == Value::Type::number ||
+                       (t == Value::Type::array && !target.element && target.observable.item_type == Value::Type::number);
+  for (const auto& [key, op] : expectation_keys()) {
+    const toml::node* n = f.find(key);
+    if (!n) continue;
+    Expectation e;
+    e.op = op;
+    if (numeric(op) && !numbers)
+      f.fail(n, "'" + key + "' compares numbers, but '" + c.observable + "' is not a number");
+    if ((op == Expectation::Op::contains || op == Expectation::Op::not_contains) && t != Value::Type::string &&
+        t != Value::Type::array)
+      f.fail(n, "'" + key + "' needs a string or an array, but '" + c.observable + "' is neither");
+    if (n->is_table()) {
+      Fields ref(*n->as_table(), f.origin(), f.what() + ": " + key);
+      ref.only({"of", "times"}, ("'" + key + "'").c_str());
+      e.of = ref.string("of");
+      const RefInfo other = resolve_ref(*e.of, steps, index, true, ref, ref.find("of"));
+      if (const toml::node* times = ref.find("times")) e.times = ref.number_of(*times, "times");
+      if (e.times != 1 && effective_type(other) != Value::Type::number)
+        ref.fail(ref.find("times"), "'times' needs a number, but '" + *e.of + "' is not one");
+      if (numeric(op) && op != Expectation::Op::approx && effective_type(other) != Value::Type::number)
+        ref.fail(ref.find("of"), "'" + *e.of + "' is not a number");
+    } else {
+      e.literal = literal_value(*n, f, key);
+      if (numeric(op) && op != Expectation::Op::approx && e.literal.type != Value::Type::number)
+        f.fail(n, "'" + key + "' needs a number");
+      if (op == Expectation::Op::approx && e.literal.type != Value::Type::number && e.literal.type != Value::Type::array)
+        f.fail(n, "'approx' needs a number or an array of numbers");
+    }
+    c.expectations.push_back(std::move(e));
+  }
+  if (c.expectations.empty())
+    f.fail(nullptr, "no expectation: give one or more of equals, not_equals, less_than, greater_than, at_most, "
+                    "at_least, approx, contains, not_contains");
+  return c;
+}
+
+Prediction read_prediction(const Fields& f, const std::vector<Step>& steps, size_t index) {
+  f.only({"question", "observable", "choices"}, "[step.prediction]");
+  Prediction p;
+  p.line = f.line();
+  p.question = f.text("question");
+  p.observable = f.string("observable");
+  resolve_ref(p.observable, steps, index, false, f, f.find("observable"));
+  if (const toml::node* n = f.find("choices")) {
+    p.choices = f.strings_of(*n, "choices");
+    if (p.choices.size() < 2) f.fail(n, "'choices' needs at least two choices");
+  }
+  return p;
+}
+
+// ---- [SECTION] text -----------------------------------------------------------------------------
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  FURNACE_CHECK(in) << p.string() << ": cannot open";
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+// Splits a language's document into the introduction and one section per step.
+void attach_text(Lesson& lesson, Lang lang, const fs::path& file) {
+  FURNACE_CHECK(fs::exists(file)) << file.string() << ": missing: a lesson has its text in en.md and zh.md";
+  const std::string origin = file.string();
+  const Document doc = parse_markdown(read_file(file), origin);
+  static const std::regex heading_id(R"(^(.*?)\s*\{#([a-z0-9-]+)\}\s*$)");
+  Document* into = lang == Lang::zh ? &lesson.intro_zh : &lesson.intro_en;
+  std::vector<bool> seen(lesson.steps.size(), false);
+  std::vector<int> heading_line(lesson.steps.size(), 0);
+  size_t next = 0;  // sections come in step order
+  bool title_allowed = true;
+  for (const Block& b : doc.blocks) {
+    if (b.kind == Block::Kind::heading && b.level == 1) {
+      FURNACE_CHECK(title_allowed && b.quote_depth == 0)
+          << origin << ":" << b.line << ": a '# ' title may only open the file (steps use '## Title {#step-id}')";
+      title_allowed = false;
+      continue;
+    }
+    title_allowed = false;
+    if (b.kind != Block::Kind::heading || b.level != 2) {
+      into->blocks.push_back(b);
+      continue;
+    }
+    const std::string text = spans_text(b.spans);
+    std::smatch m;
+    FURNACE_CHECK(std::regex_match(text, m, heading_id))
+        << origin << ":" << b.line << ": '## " << text << "' has no step id: write '## Title {#step-id}'";
+    const int i = lesson.step_index(m[2].str());
+    FURNACE_CHECK(i >= 0) << origin << ":" << b.line << ": no step '" << m[2].str() << "' in lesson.toml";
+    FURNACE_CHECK(!seen[static_cast<size_t>(i)])
+        << origin << ":" << b.line << ": a second section for step '" << m[2].str() << "'";
+    FURNACE_CHECK(static_cast<size_t>(i) == next)
+        << origin << ":" << b.line << ": step '" << m[2].str() << "' comes before step '" << lesson.steps[next].id
+        << "': the sections follow the order of the steps in lesson.toml";
+    seen[static_cast<size_t>(i)] = true;
+    heading_line[static_cast<size_t>(i)] = b.line;
+    ++next;
+    Step& step = lesson.steps[static_cast<size_t>(i)];
+    (lang == Lang::zh ? step.title.zh : step.title.en) = m[1].str();
+    FURNACE_CHECK(!m[1].str().empty()) << origin << ":" << b.line << ": the heading of step '" << step.id << "' has no title";
+    into = lang == Lang::zh ? &step.text_zh : &step.text_en;
+    into->blocks.clear();
+  }
+  for (size_t i = 0; i < lesson.steps.size(); ++i) {
+    const Step& s = lesson.steps[i];
+    FURNACE_CHECK(seen[i]) << origin << ": no section for step '" << s.id << "' of lesson.toml:" << s.line
+                           << " (write '## Title {#" << s.id << "}')";
+    FURNACE_CHECK(!s.text(lang).blocks.empty())
+        << origin << ":" << heading_line[i] << ": the section of step '" << s.id << "' has no text";
+  }
+}
+
+// ---- [SECTION] lesson.toml ----------------------------------------------------------------------
+
+Lesson read_lesson_toml(const fs::path& folder) {
+  const fs::path file = folder / "lesson.toml";
+  const std::string origin = file.string();
+  FURNACE_CHECK(fs::exists(file)) << origin << ": missing: every lesson folder has a lesson.toml";
+  toml::table root;
+  try {
+    // toml_ascii: the same document in ASCII, which Debian's toml++ 3.3.0 parses without undefined
+    // behaviour on characters such as "。" (machine/toml_guard.h).
+    root = toml::parse(toml_ascii(read_file(file), origin), origin);
+  } catch (const toml::parse_error& e) {
+    FURNACE_FAIL() << origin << ":" << e.source().begin.line << ":" << e.source().begin.column << ": "
+                   << printable(e.description());
+  }
+  Fields top(root, origin, "");
+  top.only({"id", "order", "title", "summary", "article_section", "pitfalls", "step"}, "lesson.toml");
+  Lesson l;
+  l.dir = folder.string();
+  l.id = top.string("id");
+  const std::string folder_name = folder.filename().string();
+  if (l.id != folder_name) top.fail(top.find("id"), "id '" + printable(l.id) + "' must equal the folder name '" + folder_name + "'");
+  static const std::regex id_re("^[0-9]{2}-[a-z0-9]+(-[a-z0-9]+)*$");
+  if (!std::regex_match(l.id, id_re)) top.fail(top.find("id"), "id '" + printable(l.id) + "' must look like NN-slug (01-single-card)");
+  l.order = static_cast<int>(top.integer("order"));
+  l.title = top.text("title");
+  l.summary = top.text("summary");
+  l.article_section = top.string("article_section");
+  for (int64_t p : top.integers_of(top.need("pitfalls"), "pitfalls")) {
+    if (p < 1 || p > 17) top.fail(top.find("pitfalls"), "pitfall " + std::to_string(p) + " is not in 1..17 (pitfalls.md)");
+    l.pitfalls.push_back(static_cast<int>(p));
+  }
+  const toml::node& steps = top.need("step");
+  if (!steps.is_array_of_tables() || steps.as_array()->empty())
+    top.fail(&steps, "'step' must be one or more [[step]] tables");
+
+  static const std::regex step_id_re("^[a-z0-9]+(-[a-z0-9]+)*$");
+  for (const toml::node& node : *steps.as_array()) {
+    const size_t index = l.steps.size();
+    Fields f(*node.as_table(), origin, "step " + std::to_string(index + 1));
+    f.only({"id", "panel", "action", "scenario", "prediction", "check"}, "[[step]]");
+    Step s;
+    s.line = f.line();
+    s.id = f.string("id");
+    if (!std::regex_match(s.id, step_id_re)) f.fail(f.find("id"), "step id '" + printable(s.id) + "' must be lower-case words joined by '-'");
+    if (l.find_step(s.id)) f.fail(f.find("id"), "a second step with id '" + s.id + "'");
+    Fields sf(*node.as_table(), origin, "step '" + s.id + "'");
+    s.panel = sf.string("panel");
+    if (std::find(panels().begin(), panels().end(), s.panel) == panels().end())
+      sf.fail(sf.find("panel"), "unknown panel '" + printable(s.panel) + "' (" + suggestion(s.panel, panels()) + ")");
+    s.action = sf.string("action");
+    const ActionInfo* action = find_action(s.action);
+    if (!action) {
+      std::vector<std::string> names;
+      for (const ActionInfo& a : actions()) names.push_back(a.name);
+      sf.fail(sf.find("action"), "unknown action '" + printable(s.action) + "' (" + suggestion(s.action, names) + ")");
+    }
+    const toml::node* scenario = sf.find("scenario");
+    if (scenario && !scenario->is_table()) sf.fail(scenario, "'scenario' must be a table, got " + type_name(*scenario));
+    if (scenario) {
+      Fields scf(*scenario->as_table(), origin, "step '" + s.id + "': scenario");
+      s.scenario = read_scenario(&scf, *action);
+    } else {
+      s.scenario = read_scenario(nullptr, *action);
+    }
+    l.steps.push_back(std::move(s));  // checks may refer to it by id from now on
+
+    Step& step = l.steps.back();
+    if (const toml::node* p = sf.find("prediction")) {
+      if (!p->is_table()) sf.fail(p, "'prediction' must be a table [step.prediction]");
+      step.prediction = read_prediction(Fields(*p->as_table(), origin, "step '" + step.id + "': prediction"), l.steps, index);
+    }
+    const toml::node* checks = sf.find("check");
+    if (!checks) sf.fail(nullptr, "no [[step.check]]: every step checks the claims its text makes");
+    if (!checks->is_array_of_tables() || checks->as_array()->empty())
+      sf.fail(checks, "'check' must be one or more [[step.check]] tables");
+    int k = 0;
+    for (const toml::node& c : *checks->as_array()) {
+      ++k;
+      l.steps.back().checks.push_back(
+          read_check(Fields(*c.as_table(), origin, "step '" + step.id + "': check " + std::to_string(k)), l.steps, index));
+    }
+  }
+  if (std::none_of(l.steps.begin(), l.steps.end(), [](const Step& s) { return s.prediction.has_value(); }))
+    top.fail(&steps, "no step has a [step.prediction]: a lesson asks the learner at least once");
+  return l;
+}
+
+}  // namespace
+
+// ---- [SECTION] folders --------------------------------------------------------------------------
+
+const char* lang_name(Lang lang) { return lang == Lang::zh ? "zh" : "en"; }
+
+Lang parse_lang(std::string_view text) {
+  if (text == "en") return Lang::en;
+  if (text == "zh") return Lang::zh;
+  FURNACE_FAIL() << "--lang must be en or zh (got '" << printable(text) << "')";
+}
+
+const Step* Lesson::find_step(std::string_view id) const {
+  const int i = step_index(id);
+  return i < 0 ? nullptr : &steps[static_cast<size_t>(i)];
+}
+
+int Lesson::step_index(std::string_view id) const {
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (steps[i].id == id) return static_cast<int>(i);
+  return -1;
+}
+
+std::string lessons_dir(const std::string& override_dir) {
+  if (!override_dir.empty()) return override_dir;
+  if (const char* d = std::getenv("FURNACE_LESSONS_DIR"); d && *d) return d;
+  return FURNACE_DEFAULT_LESSONS_DIR;
+}
+
+Lesson load_lesson(const std::string& folder) {
+  const fs::path dir(folder);
+  FURNACE_CHECK(fs::is_directory(dir)) << folder << ": not a lesson folder (no such directory)";
+  Lesson l = read_lesson_toml(dir);
+  attach_text(l, Lang::en, dir / "en.md");
+  attach_text(l, Lang::zh, dir / "zh.md");
+  return l;
+}
+
+std::vector<Lesson> load_lessons(const std::string& dir, std::vector<std::string>* errors) {
+  FURNACE_CHECK(fs::is_directory(dir)) << dir << ": the lessons folder does not exist (set FURNACE_LESSONS_DIR or --lessons-dir)";
+  std::vector<fs::path> folders;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir))
+    if (e.is_directory()) folders.push_back(e.path());
+  std::sort(folders.begin(), folders.end());
+  std::vector<Lesson> out;
+  auto problem = [&](const std::string& line) {
+    if (!errors) {
+      FURNACE_FAIL() << line;
+    }
+    errors->push_back(line);
+  };
+  for (const fs::path& f : folders) {
+    try {
+      Lesson l = load_lesson(f.string());
+      const auto same = std::find_if(out.begin(), out.end(), [&](const Lesson& o) { return o.order == l.order; });
+      if (same != out.end()) {
+        problem((f / "lesson.toml").string() + ": order " + std::to_string(l.order) + " is also the order of " + same->id);
+        continue;
+      }
+      out.push_back(std::move(l));
+    } catch (const Error& e) {
+      problem(e.what());
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Lesson& a, const Lesson& b) { return a.order < b.order; });
+  return out;
+}
+
+}  // namespace furnace::lesson

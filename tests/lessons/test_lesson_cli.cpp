@@ -1,0 +1,102 @@
+// `furnace lesson` as a user runs it: list, run (the text, the prediction with its real answer, PASS
+// per claim), check; exit status 0 when every claim passes, 1 when one fails, 2 when a lesson does
+// not load; one clear line for bad arguments.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "integration/cli_harness.h"  // defines: CliHarness, CliRun
+#include "lessons/lesson_fixture.h"   // defines: kTinyToml, kTinyEn, kTinyZh, replaced
+
+namespace {
+
+using furnace::cli_test::CliRun;
+using furnace::lesson_test::kTinyEn;
+using furnace::lesson_test::kTinyToml;
+using furnace::lesson_test::kTinyZh;
+using furnace::lesson_test::replaced;
+
+class LessonCli : public furnace::cli_test::CliHarness {
+ protected:
+  // A lessons folder holding the tiny lesson with `toml`.
+  std::string lessons(const std::string& toml = kTinyToml, const std::string& zh = kTinyZh) {
+    write_file("lessons/01-tiny/lesson.toml", toml);
+    write_file("lessons/01-tiny/en.md", kTinyEn);
+    write_file("lessons/01-tiny/zh.md", zh);
+    return (dir_ / "lessons").string();
+  }
+};
+
+TEST_F(LessonCli, ListShowsEveryLesson) {
+  CliRun r = furnace("lesson list");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("01-single-card"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("06-non-contiguous"), std::string::npos) << r.out;
+  r = furnace("lesson list --lang zh");
+  EXPECT_NE(r.out.find("单卡调试"), std::string::npos) << r.out;
+}
+
+TEST_F(LessonCli, RunPrintsTextPredictionAnswerAndPass) {
+  CliRun r = furnace("lesson --lessons-dir " + lessons() + " run 01-tiny");
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("The process sees two devices."), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Predict: How many?"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("The runtime says: 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("PASS  two devices"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("CUDA_VISIBLE_DEVICES=0,1"), std::string::npos) << r.out;
+  // The question comes before the text that explains the answer.
+  EXPECT_LT(r.out.find("Predict: How many?"), r.out.find("The process sees two devices.")) << r.out;
+  r = furnace("lesson --lessons-dir " + lessons() + " run 01-tiny --lang zh --step 1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("进程能看到两个设备。"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("PASS  两个设备"), std::string::npos) << r.out;
+}
+
+TEST_F(LessonCli, FailingCheckExitsWithOne) {
+  const std::string dir = lessons(replaced(kTinyToml, "equals = 2", "equals = 3"));
+  CliRun r = furnace("lesson --lessons-dir " + dir + " check --all");
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("FAIL  01-tiny [en]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("device_count = 2; expected equals 3"), std::string::npos) << r.out;
+  r = furnace("lesson --lessons-dir " + dir + " run 01-tiny");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.out.find("FAIL  two devices"), std::string::npos) << r.out;
+}
+
+TEST_F(LessonCli, PassingCheckExitsWithZero) {
+  CliRun r = furnace("lesson --lessons-dir " + lessons() + " check --all");
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("PASS  01-tiny [en]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("PASS  01-tiny [zh]"), std::string::npos) << r.out;
+  r = furnace("lesson --lessons-dir " + lessons() + " check 01-tiny --lang zh");
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("[en]"), std::string::npos) << r.out;
+}
+
+TEST_F(LessonCli, BrokenLessonExitsWithTwoNamingFileAndLine) {
+  const std::string dir = lessons(replaced(kTinyToml, "[step.scenario]\n", "[step.scenario]\nvisible = \"0\"\n"));
+  CliRun r = furnace("lesson --lessons-dir " + dir + " check --all");
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("01-tiny/lesson.toml:15:11: step 'count': scenario: unknown scenario key 'visible'"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(furnace::cli_test::count_lines(r.err), 1) << r.err;
+}
+
+TEST_F(LessonCli, BadArgumentsGetOneLine) {
+  expect_one_line_error("lesson run no-such-lesson", "no lesson 'no-such-lesson'");
+  expect_one_line_error("lesson run 01-single-card --lang fr", "--lang must be en or zh");
+  expect_one_line_error("lesson run 01-single-card --step 99", "--step 99");
+  expect_one_line_error("lesson check", "give a lesson id or --all");
+  expect_one_line_error("lesson", "furnace lesson list");
+  expect_one_line_error("lesson --lessons-dir /no/such/dir list", "does not exist");
+}
+
+TEST_F(LessonCli, RealLessonsPassHeadless) {
+  // The whole suite is covered by test_lessons; here one real lesson end to end through the CLI.
+  CliRun r = furnace("lesson run 01-single-card --lang zh");
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("运行结果：4"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+}
+
+}  // namespace

@@ -1,0 +1,358 @@
+// Checkpoints without training: the file format and its reader (every way a file can be bad gets
+// one clear line), the atomic write, PyTorch's load_state_dict key rules with DataParallel's
+// "module." prefix, which options a resumed run may change, and the host-memory estimate.
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include "furnace/checkpoint.h"
+#include "furnace/error.h"
+#include "furnace/host_memory.h"
+
+namespace furnace {
+namespace {
+
+namespace fs = std::filesystem;
+
+Checkpoint small_checkpoint(bool dp = false) {
+  Checkpoint c;
+  c.scenario.hidden = {3};
+  c.scenario.epochs = 2;
+  c.scenario.batch = 4;
+  c.scenario.amp = "fp16";
+  const std::string p = dp ? "module." : "";
+  c.model = {{p + "0.weight", {3, 784}, std::vector<float>(3 * 784, 0.25f)},
+             {p + "0.bias", {3}, {0, -1, INFINITY}},
+             {p + "2.weight", {10, 3}, std::vector<float>(30, -0.5f)},
+             {p + "2.bias", {10}, std::vector<float>(10, NAN)}};
+  c.momentum = {{"state.1.momentum_buffer", {3}, {1, 2, 3}}};
+  c.step = 7;
+  c.total_steps = 40;
+  c.save_every = 5;
+  c.saved_by = dp ? "DataParallel" : "Sequential";
+  c.optimizer_steps = 6;
+  c.scaler = {{"scale", 32768}, {"growth_factor", 2}, {"backoff_factor", 0.5}, {"growth_interval", 2000}, {"_growth_tracker", 5}};
+  c.loader = {1, 3, 0, 2000, 0xdeadbeefu, 0x01020304u};
+  c.tallies = {2800, 1, 3, 1.5, NAN, {0.75f}};
+  return c;
+}
+
+std::string error_of(const std::vector<uint8_t>& bytes) {
+  try {
+    parse_checkpoint(bytes.data(), bytes.size(), "x.ckpt");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void put_u32(std::vector<uint8_t>& b, size_t at, uint32_t v) {
+  for (int i = 0; i < 4; ++i) b[at + static_cast<size_t>(i)] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+// Recomputes the trailing CRC32 after an edit, so the reader gets past the checksum.
+std::vector<uint8_t> with_fixed_crc(std::vector<uint8_t> b) {
+  const uint32_t crc = static_cast<uint32_t>(::crc32(::crc32(0L, Z_NULL, 0), b.data(), static_cast<uInt>(b.size() - 4)));
+  put_u32(b, b.size() - 4, crc);
+  return b;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(CheckpointFormat, RoundTripKeepsEveryFieldAndEveryBit) {
+  const Checkpoint c = small_checkpoint(true);
+  const std::vector<uint8_t> bytes = serialize_checkpoint(c);
+  EXPECT_EQ(std::string(bytes.begin(), bytes.begin() + 8), "FURNCKPT");
+  const Checkpoint r = parse_checkpoint(bytes.data(), bytes.size(), "mem");
+  ASSERT_EQ(r.model.size(), c.model.size());
+  for (size_t i = 0; i < c.model.size(); ++i) {
+    EXPECT_EQ(r.model[i].name, c.model[i].name);
+    EXPECT_EQ(r.model[i].shape, c.model[i].shape);
+    EXPECT_TRUE(same_bits(r.model[i].values, c.model[i].values)) << c.model[i].name;  // inf and NaN too
+  }
+  ASSERT_EQ(r.momentum.size(), 1u);
+  EXPECT_EQ(r.momentum[0].name, "state.1.momentum_buffer");
+  EXPECT_EQ(r.step, 7);
+  EXPECT_EQ(r.total_steps, 40);
+  EXPECT_EQ(r.save_every, 5);
+  EXPECT_EQ(r.saved_by, "DataParallel");
+  EXPECT_EQ(r.optimizer_steps, 6);
+  EXPECT_EQ(r.scaler, c.scaler);
+  EXPECT_EQ(r.loader.epoch, 1);
+  EXPECT_EQ(r.loader.next_batch, 3);
+  EXPECT_EQ(r.loader.dataset_crc, 0xdeadbeefu);
+  EXPECT_EQ(r.loader.order_crc, 0x01020304u);
+  EXPECT_EQ(r.tallies.train_samples, 2800);
+  EXPECT_EQ(r.tallies.epoch_loss_sum, 1.5);
+  EXPECT_TRUE(std::isnan(r.tallies.last_loss));  // a diverged loss survives ("nan" in the JSON)
+  EXPECT_EQ(r.tallies.epoch_mean_loss, std::vector<float>{0.75f});
+  EXPECT_EQ(r.scenario.hidden, std::vector<int>{3});
+  EXPECT_EQ(r.scenario.amp, "fp16");
+  EXPECT_EQ(serialize_checkpoint(r), bytes);  // deterministic: the same state gives the same bytes
+}
+
+TEST(CheckpointFormat, EveryTruncationIsOneLineNeverACrash) {
+  const std::vector<uint8_t> bytes = serialize_checkpoint(small_checkpoint());
+  for (size_t n = 0; n < bytes.size(); n += (n < 64 ? 1 : 97)) {
+    const std::string e = error_of(std::vector<uint8_t>(bytes.begin(), bytes.begin() + static_cast<long>(n)));
+    ASSERT_FALSE(e.empty()) << n << " bytes were accepted";
+    EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+    EXPECT_EQ(e.rfind("checkpoint x.ckpt: ", 0), 0u) << e;
+    if (n >= 8) EXPECT_NE(e.find("truncated"), std::string::npos) << n << ": " << e;
+  }
+}
+
+TEST(CheckpointFormat, BadMagicVersionChecksumAndTrailingBytes) {
+  std::vector<uint8_t> b = serialize_checkpoint(small_checkpoint());
+  std::vector<uint8_t> magic = b;
+  magic[0] = 'P';
+  EXPECT_NE(error_of(magic).find("not a Furnace checkpoint"), std::string::npos) << error_of(magic);
+  EXPECT_NE(error_of({'P', 'K'}).find("not a Furnace checkpoint"), std::string::npos);
+
+  std::vector<uint8_t> version = b;
+  put_u32(version, 8, 2);
+  EXPECT_NE(error_of(with_fixed_crc(version)).find("version 2 is not supported (this furnace reads version 1)"),
+            std::string::npos)
+      << error_of(with_fixed_crc(version));
+
+  std::vector<uint8_t> flipped = b;
+  flipped[b.size() / 2] ^= 0x10;  // a bit in the model's values
+  EXPECT_NE(error_of(flipped).find("checksum mismatch (CRC32 stored"), std::string::npos) << error_of(flipped);
+
+  std::vector<uint8_t> longer = b;
+  longer.insert(longer.end() - 4, {1, 2, 3});
+  EXPECT_NE(error_of(longer).find("3 unexpected bytes after the last section"), std::string::npos) << error_of(longer);
+}
+
+TEST(CheckpointFormat, SizesInTheFileAreNeverTrusted) {
+  std::vector<uint8_t> b = serialize_checkpoint(small_checkpoint());
+  // The first section's length (after magic 8, version 4, count 4, name length 4, "meta" 4).
+  std::vector<uint8_t> huge = b;
+  ASSERT_GT(huge.size(), 32u);
+  std::fill(huge.begin() + 24, huge.begin() + 32, uint8_t{0xff});
+  EXPECT_NE(error_of(with_fixed_crc(huge)).find("truncated: section 'meta' needs 18446744073709551615 bytes"),
+            std::string::npos)
+      << error_of(with_fixed_crc(huge));
+  std::vector<uint8_t> sections = b;
+  put_u32(sections, 12, 0x7fffffff);
+  EXPECT_NE(error_of(with_fixed_crc(sections)).find("sections (at most 64)"), std::string::npos);
+}
+
+TEST(CheckpointFormat, MetadataProblemsNameTheField) {
+  auto error_for = [](const Checkpoint& c) { return error_of(serialize_checkpoint(c)); };
+  Checkpoint c = small_checkpoint();
+  c.scenario.batch = 0;
+  EXPECT_NE(error_for(c).find("its scenario is invalid: --batch must be at least 1"), std::string::npos) << error_for(c);
+  c = small_checkpoint();
+  c.step = 41;
+  EXPECT_NE(error_for(c).find("metadata field 'step' is 41, out of range 0..40"), std::string::npos) << error_for(c);
+  c = small_checkpoint();
+  c.momentum[0].name = "state.9.momentum_buffer";
+  EXPECT_NE(error_for(c).find("optimizer state 'state.9.momentum_buffer' names no parameter"), std::string::npos);
+  c = small_checkpoint();
+  c.momentum[0].shape = {1, 3};
+  EXPECT_NE(error_for(c).find("has shape (1, 3), its parameter 0.bias (3,)"), std::string::npos) << error_for(c);
+  c = small_checkpoint();
+  c.scenario.topology = "a\nb";
+  EXPECT_NE(error_for(c).find("'scenario.topology' contains a control character"), std::string::npos);
+  c = small_checkpoint();
+  c.scaler.erase("scale");
+  EXPECT_NE(error_for(c).find("must be GradScaler.state_dict()"), std::string::npos);
+  c = small_checkpoint();
+  c.tallies.epoch_mean_loss.clear();
+  EXPECT_NE(error_for(c).find("one mean loss per finished epoch (1)"), std::string::npos);
+}
+
+class CheckpointFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("furnace_ckpt_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(CheckpointFile, SaveIsAtomicAndLeavesNoTemporary) {
+  const std::string path = (dir_ / "run.ckpt").string();
+  Checkpoint a = small_checkpoint();
+  const size_t n = save_checkpoint(a, path);
+  EXPECT_EQ(n, fs::file_size(path));
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  a.step = 9;
+  save_checkpoint(a, path);
+  EXPECT_EQ(read_checkpoint(path).step, 9);
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  // A stale temporary from a killed save is simply overwritten.
+  std::ofstream(path + ".tmp") << "half a checkpoint";
+  a.step = 10;
+  save_checkpoint(a, path);
+  EXPECT_EQ(read_checkpoint(path).step, 10);
+}
+
+TEST_F(CheckpointFile, ReadAndWriteErrorsAreOneLine) {
+  try {
+    read_checkpoint((dir_ / "missing.ckpt").string());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("missing.ckpt: cannot open: No such file or directory"), std::string::npos);
+  }
+  try {
+    read_checkpoint(dir_.string());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos);
+  }
+  try {
+    save_checkpoint(small_checkpoint(), (dir_ / "no" / "such" / "dir.ckpt").string());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot save checkpoint"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+  }
+}
+
+// ---- keys -------------------------------------------------------------------------------------
+
+const std::vector<std::string> kBare = {"0.weight", "0.bias", "2.weight", "2.bias"};
+const std::vector<std::string> kWrapped = {"module.0.weight", "module.0.bias", "module.2.weight", "module.2.bias"};
+
+TEST(StateDictKeys, SameKeysLoadAsTheyAre) {
+  const KeyMatch m = match_state_dict_keys(kBare, kBare);
+  EXPECT_TRUE(m.loadable);
+  EXPECT_EQ(m.fix, KeyMatch::Fix::none);
+  EXPECT_TRUE(m.missing.empty() && m.unexpected.empty());
+  EXPECT_EQ(m.source_of.at("2.bias"), "2.bias");
+}
+
+TEST(StateDictKeys, DataParallelIntoBareModelStripsThePrefix) {
+  const KeyMatch m = match_state_dict_keys(kWrapped, kBare);
+  EXPECT_EQ(m.fix, KeyMatch::Fix::strip_module);
+  EXPECT_TRUE(m.loadable);
+  EXPECT_EQ(m.missing, kBare);       // what PyTorch reports
+  EXPECT_EQ(m.unexpected, kWrapped);
+  EXPECT_EQ(m.source_of.at("0.weight"), "module.0.weight");
+  // PyTorch 1.13's text (torch/nn/modules/module.py), "\n\t" joined onto one line.
+  EXPECT_EQ(load_state_dict_error("Sequential", {"0.weight", "0.bias"}, {"module.0.weight"}),
+            "Error(s) in loading state_dict for Sequential: Missing key(s) in state_dict: \"0.weight\", "
+            "\"0.bias\".  Unexpected key(s) in state_dict: \"module.0.weight\".");
+  const std::vector<std::string> lines = explain_module_prefix(m, kWrapped, kBare, "Sequential");
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_NE(lines[0].find("module.0.weight, module.0.bias, module.2.weight, module.2.bias (4 keys)"), std::string::npos);
+  EXPECT_NE(lines[1].find("0.weight, 0.bias, 2.weight, 2.bias (4 keys)"), std::string::npos);
+  EXPECT_NE(lines[2].find("child `module`"), std::string::npos);
+  EXPECT_NE(lines[3].find("Error(s) in loading state_dict for Sequential: Missing key(s)"), std::string::npos);
+  EXPECT_NE(lines[4].find("removeprefix(\"module.\")"), std::string::npos);
+}
+
+TEST(StateDictKeys, BareIntoDataParallelAddsThePrefix) {
+  const KeyMatch m = match_state_dict_keys(kBare, kWrapped);
+  EXPECT_EQ(m.fix, KeyMatch::Fix::add_module);
+  EXPECT_TRUE(m.loadable);
+  EXPECT_EQ(m.source_of.at("module.2.weight"), "2.weight");
+  const std::vector<std::string> lines = explain_module_prefix(m, kBare, kWrapped, "DataParallel");
+  EXPECT_NE(lines[3].find("for DataParallel: Missing key(s) in state_dict: \"module.0.weight\""), std::string::npos);
+  EXPECT_NE(lines[4].find("model.module.load_state_dict"), std::string::npos);
+}
+
+TEST(StateDictKeys, ADifferentModelIsNotLoadableEvenAfterTheFix) {
+  // Saved by DataParallel with three layers, loaded into a bare two-layer model.
+  const std::vector<std::string> deeper = {"module.0.weight", "module.0.bias", "module.2.weight", "module.2.bias",
+                                           "module.4.weight", "module.4.bias"};
+  const KeyMatch m = match_state_dict_keys(deeper, kBare);
+  EXPECT_EQ(m.fix, KeyMatch::Fix::strip_module);
+  EXPECT_FALSE(m.loadable);
+  EXPECT_TRUE(m.residual_missing.empty());
+  EXPECT_EQ(m.residual_unexpected, (std::vector<std::string>{"module.4.weight", "module.4.bias"}));
+  EXPECT_EQ(size_mismatch_error("0.weight", {512, 784}, {256, 784}),
+            "size mismatch for 0.weight: copying a param with shape torch.Size([512, 784]) from checkpoint, "
+            "the shape in current model is torch.Size([256, 784]).");
+}
+
+// ---- resume: what the command line may change -------------------------------------------------
+
+TEST(ResumeScenario, WhereAndHowFastMayChangeTheNumbersMayNot) {
+  Scenario saved;
+  saved.parallel = "dp";
+  saved.device_ids = std::vector<int>{0, 1};
+  saved.topology = "workstation-4x3090";
+  saved.batch = 128;
+  Scenario req;
+  req.parallel = "none";
+  req.workers = 3;
+  req.batch = 128;
+  req.env = {{"CUDA_VISIBLE_DEVICES", "1"}};
+  const std::set<std::string> flags = {"--parallel", "--workers", "--batch"};
+  const Scenario s = resume_scenario(saved, req, [&](const std::string& f) { return flags.count(f) > 0; });
+  EXPECT_EQ(s.parallel, "none");
+  EXPECT_FALSE(s.device_ids.has_value());  // a new mode starts from its own device_ids
+  EXPECT_EQ(s.topology, "workstation-4x3090");  // not given: the checkpoint's
+  EXPECT_EQ(s.workers, 3);
+  EXPECT_EQ(s.env, req.env);  // the new process's own environment
+
+  req.batch = 64;
+  try {
+    resume_scenario(saved, req, [&](const std::string& f) { return flags.count(f) > 0; });
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--batch 64 differs from the checkpoint's 128: --resume continues the saved run "
+                           "(leave --batch out)");
+  }
+  // Not given: the checkpoint's value, whatever the command line's default was.
+  EXPECT_EQ(resume_scenario(saved, req, [](const std::string&) { return false; }).batch, 128);
+}
+
+// ---- host memory ------------------------------------------------------------------------------
+
+TEST(HostMemory, EstimateCountsEveryDeviceUpToWhereItsGpuRunsOut) {
+  Scenario sc;
+  sc.batch = 256;
+  const std::vector<int> sizes = {784, 4096, 4096, 10};
+  const uint64_t p = (784ull * 4096 + 4096 + 4096ull * 4096 + 4096 + 4096ull * 10 + 10) * 4;  // one f32 copy
+  const HostMemoryEstimate one = estimate_host_memory(sc, sizes, {{0, 1ull << 40}}, 0, false);
+  EXPECT_GE(one.total(), 3 * p);  // parameters, gradients, momentum
+  EXPECT_LT(one.total(), 3 * p + (64ull << 20));
+  sc.parallel = "dp";
+  const HostMemoryEstimate four =
+      estimate_host_memory(sc, sizes, {{0, 1ull << 40}, {1, 1ull << 40}, {2, 1ull << 40}, {3, 1ull << 40}}, 0, false);
+  EXPECT_GE(four.total(), 3 * p + 4 * 2 * p);  // plus a replica (copy and gradients) on each
+  // A device whose GPU cannot hold it all stops the run at PyTorch's out-of-memory error: only the
+  // allocations before that one are written. Here the first layer (12.25 MiB + 16 KiB) fits in
+  // 20 MiB and the second weight (64 MiB) does not.
+  sc.parallel = "none";
+  const HostMemoryEstimate small = estimate_host_memory(sc, sizes, {{0, 20ull << 20}}, 0, false);
+  EXPECT_EQ(small.total(), (784ull * 4096 + 4096) * 4 + 256ull * 785 * 4);
+  EXPECT_NE(small.breakdown().find("until its GPU runs out of memory"), std::string::npos) << small.breakdown();
+}
+
+TEST(HostMemory, RefusesWithBothFiguresOnOneLine) {
+  Scenario sc;
+  const HostMemoryEstimate e = estimate_host_memory(sc, {784, 512, 512, 10}, {{0, 1ull << 40}}, 100ull << 20, true);
+  EXPECT_NO_THROW(check_host_memory(e, 1ull << 40));
+  EXPECT_NO_THROW(check_host_memory(e, 0));  // unknown: never refuses
+  try {
+    check_host_memory(e, 50ull << 20);
+    FAIL();
+  } catch (const Error& err) {
+    const std::string m = err.what();
+    EXPECT_NE(m.find("this scenario needs about 1"), std::string::npos) << m;
+    EXPECT_NE(m.find("this machine has 50.00 MiB available (MemAvailable in /proc/meminfo)"), std::string::npos) << m;
+    EXPECT_NE(m.find("cuda:0"), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos);
+  }
+  EXPECT_GT(host_memory_available(), 0u);  // Linux: /proc/meminfo has MemAvailable
+  EXPECT_GT(host_memory_resident(), 0u);
+}
+
+}  // namespace
+}  // namespace furnace

@@ -1,0 +1,239 @@
+// LessonPanel: the lesson list, then one lesson step by step. The text is the lesson's Markdown
+// (lesson::Document blocks, drawn here), the prediction is asked before the step runs, and the
+// checks come back from the lesson thread (LessonDriver) as PASS or FAIL per claim.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include <imgui.h>
+#include <imgui_stdlib.h>  // defines: ImGui::InputText for std::string
+
+#include "panels.h"  // defines: LessonPanel
+#include "theme.h"   // defines: colors::*
+
+namespace furnace::viz {
+namespace {
+
+using lesson::Block;
+using lesson::Lang;
+
+void colored_wrapped(ImU32 color, const std::string& text) {
+  ImGui::PushStyleColor(ImGuiCol_Text, color);
+  ImGui::TextWrapped("%s", text.c_str());
+  ImGui::PopStyleColor();
+}
+
+// A paragraph's spans as one wrapped text; code spans keep their backticks, links their address.
+std::string inline_text(const std::vector<lesson::Span>& spans) {
+  std::string out;
+  for (const lesson::Span& s : spans) {
+    if (s.style & lesson::Span::code)
+      out += "`" + s.text + "`";
+    else
+      out += s.text;
+    if ((s.style & lesson::Span::link) && !s.href.empty() && s.href != s.text) out += " (" + s.href + ")";
+  }
+  return out;
+}
+
+void draw_document(const lesson::Document& doc) {
+  for (const Block& b : doc.blocks) {
+    const float indent = 14.0f * static_cast<float>(b.quote_depth + std::max(0, b.level - 1) *
+                                                    (b.kind == Block::Kind::list_item ? 1 : 0));
+    if (indent > 0) ImGui::Indent(indent);
+    switch (b.kind) {
+      case Block::Kind::heading:
+        ImGui::Spacing();
+        colored_wrapped(colors::kAccuracy, inline_text(b.spans));
+        break;
+      case Block::Kind::paragraph:
+        if (b.quote_depth > 0)
+          colored_wrapped(colors::kTextDim, inline_text(b.spans));
+        else
+          ImGui::TextWrapped("%s", inline_text(b.spans).c_str());
+        break;
+      case Block::Kind::list_item: {
+        char marker[16];
+        if (b.number > 0)
+          std::snprintf(marker, sizeof marker, "%d.", b.number);
+        else
+          std::snprintf(marker, sizeof marker, "-");
+        ImGui::TextUnformatted(marker);
+        ImGui::SameLine();
+        ImGui::TextWrapped("%s", inline_text(b.spans).c_str());
+        break;
+      }
+      case Block::Kind::code: {
+        ImGui::PushStyleColor(ImGuiCol_Text, colors::kPeak);
+        std::string code = b.code;
+        if (!code.empty() && code.back() == '\n') code.pop_back();
+        ImGui::Indent(8.0f);
+        ImGui::TextUnformatted(code.c_str());
+        ImGui::Unindent(8.0f);
+        ImGui::PopStyleColor();
+        break;
+      }
+      case Block::Kind::rule:
+        ImGui::Separator();
+        break;
+    }
+    if (indent > 0) ImGui::Unindent(indent);
+    ImGui::Spacing();
+  }
+}
+
+void draw_list(AppState& app, const LessonView& v, Lang lang) {
+  if (!v.lessons || v.lessons->empty())
+    colored_wrapped(colors::kTextDim, lang == Lang::zh ? "没有找到课程（lessons/ 目录）。"
+                                                       : "No lessons found (the lessons/ folder).");
+  if (v.lessons) {
+    for (size_t i = 0; i < v.lessons->size(); ++i) {
+      const lesson::Lesson& l = (*v.lessons)[i];
+      char label[256];
+      std::snprintf(label, sizeof label, "%2d  %s##lesson%zu", l.order, l.title.in(lang).c_str(), i);
+      if (ImGui::Selectable(label, false)) app.lesson.open_request = static_cast<int>(i);
+      ImGui::Indent(28.0f);
+      colored_wrapped(colors::kTextDim, l.summary.in(lang));
+      ImGui::Unindent(28.0f);
+    }
+  }
+  for (const std::string& e : v.load_errors) colored_wrapped(colors::kError, e);
+}
+
+}  // namespace
+
+void LessonPanel::draw_frame(AppState& app, const Snapshot& snap) {
+  const LessonView& v = snap.lesson;
+  const Lang lang = app.lesson.zh ? Lang::zh : Lang::en;
+  const bool zh = lang == Lang::zh;
+
+  if (ImGui::RadioButton("English", !app.lesson.zh)) app.lesson.zh = false;
+  ImGui::SameLine();
+  if (ImGui::RadioButton("中文", app.lesson.zh)) app.lesson.zh = true;
+  const lesson::Lesson* l = v.open_lesson();
+  if (l) {
+    ImGui::SameLine();
+    if (ImGui::SmallButton(zh ? "课程列表" : "All lessons")) app.lesson.open_request = -1;
+  }
+  ImGui::Separator();
+  if (!l) {
+    draw_list(app, v, lang);
+    return;
+  }
+
+  // Title, then the steps as numbered buttons: jump to any.
+  colored_wrapped(colors::kAccuracy, l->title.in(lang));
+  for (size_t i = 0; i < l->steps.size(); ++i) {
+    if (i > 0) ImGui::SameLine();
+    const bool current = static_cast<int>(i) == v.step;
+    const lesson::StepOutcome* o = v.outcome(i);
+    ImU32 color = current ? colors::kGpuBox : colors::kFree;
+    if (o) color = o->passed ? colors::kLogicalBox : colors::kError;
+    ImGui::PushStyleColor(ImGuiCol_Button, color);
+    char label[16];
+    std::snprintf(label, sizeof label, "%zu", i + 1);
+    if (ImGui::Button(label) && !current) app.lesson.step_request = static_cast<int>(i);
+    ImGui::PopStyleColor();
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", l->steps[i].title.in(lang).c_str());
+  }
+  const lesson::Step* step = v.current_step();
+  if (!step) return;
+
+  // The text, scrolling, above the fixed bottom part (prediction, checks, navigation).
+  const float bottom = ImGui::GetFrameHeightWithSpacing() * 2.0f + ImGui::GetTextLineHeightWithSpacing() * 7.0f;
+  ImGui::BeginChild("lesson-text", ImVec2(0, -bottom), false);
+  if (v.step == 0) draw_document(l->intro(lang));
+  colored_wrapped(colors::kText, step->title.in(lang));
+  colored_wrapped(colors::kTextDim, lesson::scenario_summary(*step) + "   [" + step->panel + "]");
+  ImGui::Separator();
+  const lesson::StepOutcome* outcome = v.outcome(static_cast<size_t>(v.step));
+  // Predict first: a step with a question keeps its text (which explains the answer) until it
+  // has run, unless the learner asks for it.
+  const bool hide_text = step->prediction && !outcome && shown_text_step != v.step;
+  if (hide_text) {
+    colored_wrapped(colors::kWarning, zh ? "先回答下面的预测问题，再点“运行并检查”：讲解会在运行之后出现。"
+                                         : "Answer the prediction below, then press Run and check: the "
+                                           "explanation appears once the step has run.");
+    if (ImGui::SmallButton(zh ? "直接显示讲解" : "Show the text anyway")) shown_text_step = v.step;
+  } else {
+    draw_document(step->text(lang));
+  }
+
+  if (outcome) {
+    ImGui::Separator();
+    for (const lesson::CheckResult& c : outcome->checks) {
+      ImGui::PushStyleColor(ImGuiCol_Text, c.pass ? colors::kAllocated : colors::kError);
+      ImGui::TextUnformatted(c.pass ? "PASS" : "FAIL");
+      ImGui::PopStyleColor();
+      ImGui::SameLine();
+      ImGui::TextWrapped("%s", c.check->claim.in(lang).c_str());
+      if (!c.pass || ImGui::IsItemHovered())
+        colored_wrapped(colors::kTextDim, "  " + c.check->observable + " = " + c.actual +
+                                              (c.detail.empty() ? "" : "  (" + c.detail + ")"));
+    }
+  }
+  if (!v.run_error.empty()) colored_wrapped(colors::kError, v.run_error);
+  ImGui::EndChild();
+
+  // The prediction: asked before the step runs, answered from what the runtime did.
+  ImGui::Separator();
+  const int lesson_index = v.lesson;
+  if (answered_lesson != lesson_index) {
+    answered_lesson = lesson_index;
+    answered_step = -1;
+    shown_text_step = -1;
+    answer.clear();
+  }
+  if (step->prediction) {
+    const lesson::Prediction& p = *step->prediction;
+    ImGui::TextWrapped("%s %s", zh ? "预测：" : "Predict:", p.question.in(lang).c_str());
+    if (!p.choices.empty()) {
+      for (size_t i = 0; i < p.choices.size(); ++i) {
+        if (i > 0) ImGui::SameLine();
+        if (ImGui::RadioButton(p.choices[i].c_str(), answer == p.choices[i] && answered_step == v.step)) {
+          answer = p.choices[i];
+          answered_step = v.step;
+        }
+      }
+    } else {
+      ImGui::SetNextItemWidth(std::min(220.0f, ImGui::GetContentRegionAvail().x));
+      if (ImGui::InputText("##answer", &answer)) answered_step = v.step;
+    }
+    if (outcome && answered_step == v.step && !answer.empty()) {
+      std::string why;
+      const std::optional<lesson::Value> real = lesson::lookup(p.observable, outcome->observables, {}, &why);
+      const bool right = real && lesson::answer_matches(p, *real, answer);
+      colored_wrapped(right ? colors::kAllocated : colors::kWarning,
+                      std::string(right ? (zh ? "答对了：" : "Right: ") : (zh ? "实际是：" : "Actually: ")) +
+                          (outcome->prediction ? outcome->prediction->answer : (real ? lesson::format_value(*real) : why)));
+    } else if (outcome && outcome->prediction) {
+      colored_wrapped(colors::kTextDim, std::string(zh ? "实际结果：" : "The runtime says: ") + outcome->prediction->answer);
+    }
+  } else {
+    ImGui::TextUnformatted("");
+  }
+
+  // Navigation and the run.
+  ImGui::BeginDisabled(v.step == 0);
+  if (ImGui::Button(zh ? "< 上一步" : "< Back")) app.lesson.step_request = v.step - 1;
+  ImGui::EndDisabled();
+  ImGui::SameLine();
+  ImGui::BeginDisabled(v.running);
+  if (ImGui::Button(v.running ? (zh ? "运行中..." : "Running...") : (zh ? "运行并检查" : "Run and check")))
+    app.lesson.run_request = true;
+  ImGui::EndDisabled();
+  ImGui::SameLine();
+  ImGui::BeginDisabled(v.step + 1 >= static_cast<int>(l->steps.size()));
+  if (ImGui::Button(zh ? "下一步 >" : "Next >")) app.lesson.step_request = v.step + 1;
+  ImGui::EndDisabled();
+  if (outcome) {
+    ImGui::SameLine();
+    size_t passed = 0;
+    for (const lesson::CheckResult& c : outcome->checks) passed += c.pass ? 1 : 0;
+    char line[64];
+    std::snprintf(line, sizeof line, "%zu/%zu %s", passed, outcome->checks.size(), zh ? "通过" : "pass");
+    colored_wrapped(outcome->passed ? colors::kAllocated : colors::kError, line);
+  }
+}
+
+}  // namespace furnace::viz
