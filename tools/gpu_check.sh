@@ -23,7 +23,9 @@ BUILD=$ROOT/build/gpu-check
 SKIP_BUILD=0
 while (($#)); do
   case "$1" in
-    --build-dir) BUILD=$(realpath -m "$2"); shift 2 ;;
+    --build-dir)
+      (($# >= 2)) || { echo "gpu_check.sh: --build-dir needs a folder" >&2; exit 2; }
+      BUILD=$(realpath -m "$2"); shift 2 ;;
     --skip-build) SKIP_BUILD=1; shift ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "gpu_check.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
