@@ -23,16 +23,24 @@ using namespace furnace;
 using fuzz::require;
 namespace fs = std::filesystem;
 
-// One scratch folder per fuzzing process (several may run in parallel with -jobs).
-const fs::path& scratch() {
-  static const fs::path dir = [] {
-    // /dev/shm when there is one: the files are rewritten for every input.
+// One scratch folder per fuzzing process (several may run in parallel with -jobs), removed when
+// the process exits. /dev/shm when there is one: the files are rewritten for every input.
+struct Scratch {
+  fs::path dir;
+  Scratch() {
     const fs::path base = fs::is_directory("/dev/shm") ? fs::path("/dev/shm") : fs::temp_directory_path();
-    fs::path d = base / ("furnace_fuzz_idx_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
+    dir = base / ("furnace_fuzz_idx_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+  }
+  ~Scratch() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
+
+const fs::path& scratch() {
+  static const Scratch s;
+  return s.dir;
 }
 
 void write(const fs::path& p, const uint8_t* data, size_t size) {

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <ostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -36,6 +37,9 @@ struct SurfaceRow {
   int exit_status = 0;
   std::string message;   // the whole stderr line, without its newline
 };
+
+// How gtest (and so ctest's test list) shows a row: where it is, not the 112 bytes of the struct.
+void PrintTo(const SurfaceRow& row, std::ostream* os) { *os << "docs/input-surfaces.md:" << row.line; }
 
 // The cells of one markdown table row ("| a | `b` | 1 |"): trimmed, backticks removed, "\|" is "|".
 std::vector<std::string> cells_of(const std::string& line) {

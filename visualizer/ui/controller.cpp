@@ -125,6 +125,7 @@ void Controller::set_up_step(AppState& app, const lesson::Step& step) {
   const Scenario& sc = step.scenario.scenario;
   ControlsState& c = app.controls;
   c.scenario = sc;
+  if (c.scenario.data_dir.empty()) c.scenario.data_dir = lesson::lesson_data_dir();  // the slice
   c.hidden = join_ints(sc.hidden);
   c.parallel = sc.parallel;
   c.device_ids = sc.device_ids ? join_ints(*sc.device_ids) : "";

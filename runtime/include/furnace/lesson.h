@@ -191,6 +191,10 @@ std::string lessons_dir(const std::string& override_dir = "");
 // furnace::Error with one line "<file>:<line>:<column>: <problem>" (column omitted where unknown).
 Lesson load_lesson(const std::string& folder);
 
+// The Fashion-MNIST slice the lessons train on (2,000 images): $FURNACE_DATA_DIR/fashion-mnist,
+// else the source tree's data/fashion-mnist. A step's Scenario leaves data_dir empty for it.
+std::string lesson_data_dir();
+
 // Every lesson folder in `dir` (sub-folders holding a lesson.toml), sorted by `order`. A folder
 // that fails to load is skipped and its error line appended to `errors`; with `errors` null the
 // first error is thrown. Duplicate orders or ids are errors too.

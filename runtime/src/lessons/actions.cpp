@@ -189,10 +189,11 @@ void add_warning(Observables& out, const std::string& message) {
   w.items.push_back(Value::of_string(message));
 }
 
+}  // namespace detail
+
 std::string lesson_data_dir() {
   if (const char* d = std::getenv("FURNACE_DATA_DIR"); d && *d) return std::string(d) + "/fashion-mnist";
   return std::string(FURNACE_DEFAULT_DATA_DIR) + "/fashion-mnist";
 }
 
-}  // namespace detail
 }  // namespace furnace::lesson

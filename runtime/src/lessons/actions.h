@@ -20,8 +20,6 @@ void run_loader(const StepScenario& s, Observables& out);                   // a
 // Appends a warning's text to out["warnings"].
 void add_warning(Observables& out, const std::string& message);
 
-// The Fashion-MNIST slice the train action uses: $FURNACE_DATA_DIR/fashion-mnist, else the
-// source tree's data/fashion-mnist.
-std::string lesson_data_dir();
+using lesson::lesson_data_dir;  // declared in furnace/lesson.h
 
 }  // namespace furnace::lesson::detail
