@@ -76,10 +76,12 @@ class Screenshot : public ::testing::Test {
   void TearDown() override {
     if (!dir_.empty()) fs::remove_all(dir_);
   }
-  // Runs furnace-viz under Xvfb; returns its exit status.
+  // Runs furnace-viz under Xvfb; returns its exit status. Under AddressSanitizer (the asan
+  // preset) without LeakSanitizer: Mesa's driver is unloaded before the leak check runs, so blocks
+  // it still pointed to look leaked (tests/lsan.supp says more); elsewhere the variable is inert.
   int viz(const std::string& args) {
-    const std::string cmd = "xvfb-run -a -s '-screen 0 1280x800x24' " + std::string(FURNACE_VIZ) + " " + args +
-                            " > " + (dir_ / "out.txt").string() + " 2>&1";
+    const std::string cmd = "xvfb-run -a -s '-screen 0 1280x800x24' env ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" " +
+                            std::string(FURNACE_VIZ) + " " + args + " > " + (dir_ / "out.txt").string() + " 2>&1";
     const int rc = std::system(cmd.c_str());
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
   }
