@@ -68,6 +68,15 @@ TEST_P(HalfOps, LinearForwardAndBackwardMatchRef) {
     const float ulp = dt == DType::bf16 ? 1.0f / 128 : 1.0f / 1024;
     for (size_t i = 0; i < dwr.size(); ++i) EXPECT_NEAR(dwr[i], dws[i], ulp * (std::fabs(dwr[i] - 0.5f) + 1e-3f)) << "dweight " << i;
     for (size_t i = 0; i < dbr.size(); ++i) EXPECT_NEAR(dbr[i], dbs[i], ulp * (std::fabs(dbr[i] + 0.25f) + 1e-3f)) << "dbias " << i;
+    // Without accumulate (a fresh .grad) both WRITE the gradients: equal to accumulating into zeros.
+    for (bool use_sim : {false, true}) {
+      auto run = use_sim ? sim::linear_backward_half : ref::linear_backward_half;
+      std::vector<float> zw(dwr.size(), 0.0f), zb(dbr.size(), 0.0f), gw(dwr.size(), std::nanf("")), gb(dbr.size(), 3.0f);
+      run(nullptr, zw.data(), zb.data(), g.data(), x.data(), w.data(), B, C, OC, dt, true);
+      run(nullptr, gw.data(), gb.data(), g.data(), x.data(), w.data(), B, C, OC, dt, false);
+      EXPECT_EQ(gw, zw) << (use_sim ? "sim" : "ref") << " dweight";
+      EXPECT_EQ(gb, zb) << (use_sim ? "sim" : "ref") << " dbias";
+    }
   }
 }
 

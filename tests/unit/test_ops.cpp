@@ -67,6 +67,17 @@ TEST_P(LinearOps, SimMatchesRef) {
   expect_close(db_sim, db_ref, 1e-5f, 1e-5f, "dbias");
   // And dinp may be skipped.
   sim::linear_backward(nullptr, dw_sim.data(), db_sim.data(), dout.data(), inp.data(), w.data(), B, C, OC);
+  // Without accumulate (a fresh .grad) both WRITE the gradients, whatever the buffers held: the
+  // same values as accumulating into zeros, bit for bit (adding to +0 is exact).
+  for (bool use_sim : {false, true}) {
+    const size_t nw = static_cast<size_t>(OC * C), nb = static_cast<size_t>(OC);
+    std::vector<float> zw(nw, 0.0f), zb(nb, 0.0f), gw(nw, std::nanf("")), gb(nb, -7.0f);
+    auto run = use_sim ? sim::linear_backward : ref::linear_backward;
+    run(nullptr, zw.data(), zb.data(), dout.data(), inp.data(), w.data(), B, C, OC, true);
+    run(nullptr, gw.data(), gb.data(), dout.data(), inp.data(), w.data(), B, C, OC, false);
+    EXPECT_EQ(gw, zw) << (use_sim ? "sim" : "ref") << " dweight";
+    EXPECT_EQ(gb, zb) << (use_sim ? "sim" : "ref") << " dbias";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LinearOps,

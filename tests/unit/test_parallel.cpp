@@ -304,6 +304,43 @@ TEST(Comm, ReduceAddSumsOntoTheDestinationInPyTorchsOrderAndWords) {
   }
 }
 
+// On the simulator the per-device cats before the reduce are modelled, not made: the sum reads
+// each tensor where it lives. Same bits as the whole-buffer sum (root first, then input order),
+// and every modelled cat and peer copy still happens on the clock.
+TEST(Comm, ReduceAddCoalescedSumsEachTensorWhereItLivesWithTheSameBits) {
+  Machine m("workstation-4x3090");
+  const std::vector<Shape> shapes = {{3, 5}, {7}, {2, 2}, {11}};
+  std::vector<std::vector<Tensor>> inputs(3);
+  std::vector<std::vector<std::vector<float>>> values(3);
+  for (int d = 0; d < 3; ++d) {
+    OpContext ctx{m.rt, d, 0};
+    for (size_t j = 0; j < shapes.size(); ++j) {
+      Tensor t = Tensor::empty(m.rt, Device::cuda(d), shapes[j]);
+      values[d].push_back(random_vec(static_cast<size_t>(t.numel()), 100 + 10 * d + j));
+      ops::copy_(ctx, t, host_tensor(values[d].back(), shapes[j]));
+      inputs[d].push_back(t);
+    }
+  }
+  m.events.clear();
+  OpContext ctx{m.rt, 1, 0};
+  // 100-byte buckets (_take_tensors): {3x5, 7} (88 B; 2x2 would pass 100), {2x2, 11} (60 B).
+  const std::vector<Tensor> sums = parallel::reduce_add_coalesced(ctx, inputs, 1, 100);
+  ASSERT_EQ(sums.size(), shapes.size());
+  for (size_t j = 0; j < shapes.size(); ++j) {
+    EXPECT_EQ(sums[j].device(), Device::cuda(1));
+    EXPECT_EQ(sums[j].shape(), shapes[j]);
+    std::vector<float> expected(values[1][j].size());
+    for (size_t i = 0; i < expected.size(); ++i)  // root (cuda:1) first, then cuda:0, cuda:2
+      expected[i] = (values[1][j][i] + values[0][j][i]) + values[2][j][i];
+    EXPECT_EQ(host_values(m.rt, sums[j]), expected) << "tensor " << j;
+  }
+  // A cat per bucket per device, and two peer copies onto cuda:1 per bucket.
+  EXPECT_EQ(m.count(EventKind::kernel, "cat"), 6);
+  int peer = 0;
+  for (const TraceEvent& e : m.events) peer += e.kind == EventKind::copy && e.device == 1;
+  EXPECT_EQ(peer, 4);
+}
+
 // ---- replicate -----------------------------------------------------------------------------------
 
 TEST(Replicate, ReplicaZeroSharesTheModulesParametersAndBackwardSums) {

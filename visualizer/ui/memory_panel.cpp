@@ -5,6 +5,7 @@
 // heavier GPU 0 stands out (pitfalls 6, 7, 14).
 #include <algorithm>
 #include <cstdio>
+#include <string>
 
 #include "panels.h"  // defines: the panel structs, Ui, human_bytes, short_gpu_name
 #include "theme.h"   // defines: colors::*, stage_color, with_alpha
@@ -113,10 +114,16 @@ void MemoryPanel::draw_frame(AppState& /*app*/, const Snapshot& snap) {
     bar_segment(dl, bx, o.y, h1, 0, bar_w * ctx / cap, colors::kContext);
     bar_segment(dl, bx, o.y, h1, bar_w * ctx / cap,
                 bar_w * std::min(1.0f, (ctx + static_cast<float>(d.reserved)) / cap), colors::kReserved);
-    std::snprintf(buf, sizeof buf, "nvidia-smi %s / %s", human_bytes(ctx + static_cast<float>(d.reserved)).c_str(),
-                  human_bytes(cap).c_str());
+    // Right-aligned inside the bar; a narrow panel drops words rather than spill onto the label.
+    const std::string smi = human_bytes(ctx + static_cast<float>(d.reserved));
+    for (const char* format : {"nvidia-smi %s / %s", "smi %s / %s", "%s"}) {
+      std::snprintf(buf, sizeof buf, format, smi.c_str(), human_bytes(cap).c_str());
+      if (ImGui::CalcTextSize(buf).x <= bar_w - 6) break;
+    }
     const float tw = ImGui::CalcTextSize(buf).x;
-    dl->AddText(ImVec2(bx + bar_w - tw - 3, o.y + (h1 - line) * 0.5f), colors::kTextDim, buf);
+    dl->PushClipRect(ImVec2(bx, o.y), ImVec2(bx + bar_w, o.y + h1 + 2), true);
+    dl->AddText(ImVec2(std::max(bx + 3, bx + bar_w - tw - 3), o.y + (h1 - line) * 0.5f), colors::kTextDim, buf);
+    dl->PopClipRect();
     // Bar 2, what PyTorch reports: allocated inside reserved, the peak as a tick.
     const float scale = capacity_scale ? cap : busiest * 1024.0f * 1024.0f;
     const float y2 = o.y + h1 + 3;

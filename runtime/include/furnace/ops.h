@@ -51,8 +51,12 @@ bool allow_tf32(Runtime& rt);
 void linear_forward(OpContext& ctx, Tensor& out, const Tensor& inp, const Tensor& weight,
                     const Tensor& bias);
 // ACCUMULATES (+=) into dweight and dbias; writes dinp (skipped when dinp is undefined).
+// accumulate = false WRITES dweight and dbias instead (whatever they held): the first backward
+// after zero_grad(set_to_none), where PyTorch's AccumulateGrad takes the computed gradient as .grad
+// and nothing is zeroed or added. (The cuda backend still zeroes, then accumulates.)
 void linear_backward(OpContext& ctx, Tensor* dinp, Tensor& dweight, Tensor& dbias,
-                     const Tensor& dout, const Tensor& inp, const Tensor& weight);
+                     const Tensor& dout, const Tensor& inp, const Tensor& weight,
+                     bool accumulate = true);
 // Under autocast (f16/bf16 operands) the GEMMs multiply 16-bit values with fp32 accumulation and
 // round the output to 16 bits; linear_backward then reads 16-bit activations and weight copies and
 // accumulates 16-bit weight and bias gradients into the fp32 master grads.
@@ -95,7 +99,13 @@ void add(OpContext& ctx, Tensor& out, const Tensor& a, const Tensor& b);
 // into a temporary (peer copy, freed after use), the first sum out of place, the rest add_ in
 // place. On the simulator those copies are modelled (clock, trace, allocator) without moving their
 // bytes: the sum reads every term where it lives, in one pass, with the same roundings.
-Tensor add_across_devices(OpContext& ctx, const std::vector<Tensor>& terms);
+// move_bytes = false (simulator only): the copies and the adds are modelled and the result is
+// allocated, but left unwritten; the caller fills it with add_n_bytes from where the bytes live.
+Tensor add_across_devices(OpContext& ctx, const std::vector<Tensor>& terms, bool move_bytes = true);
+// out = terms[0] + terms[1] + ... elementwise in that order (the roundings of add_across_devices),
+// computed on the host and modelled nowhere: the bytes of adds already modelled by
+// add_across_devices(..., move_bytes = false). Host-accessible (simulator) memory only.
+void add_n_bytes(Tensor& out, const std::vector<Tensor>& terms);
 // dst.copy_(src): same numel and dtype, between any two places (host, one device, two devices).
 // ctx gives the runtime and the stream; a copy between two devices is a peer copy that the sim
 // backend runs with ATen's two-way barrier (see SimBackend::copy).

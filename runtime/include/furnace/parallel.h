@@ -90,16 +90,25 @@ std::vector<Tensor> gather_backward(OpContext& ctx, const Tensor& grad_output,
 // own gradients (PyTorch: the replicas' parameters are outputs of Broadcast, not leaves).
 std::vector<std::unique_ptr<MLP>> replicate(OpContext& ctx, MLP& module,
                                             const std::vector<int>& devices);
+// One reduce bucket of one device's tensors, flattened (_flatten_dense_tensors): `flat` is the
+// cat of `parts`. On the simulator the cat is modelled and `flat` left unwritten (written = false):
+// nothing but the reduce reads it, and the reduce takes each part's bytes where they live.
+struct FlatBucket {
+  Tensor flat;
+  std::vector<Tensor> parts;
+  bool written = true;
+};
+
 // Broadcast.backward: the replicas' gradients reduce-added (a SUM, not a mean) onto the module's
 // device in 10 MiB buckets, then accumulated into the module's .grad as AccumulateGrad does (the
 // reduced tensor becomes .grad when it is None, else .grad += it).
 // `coalesced`, when given, holds each replica's gradients already flattened bucket by bucket
 // (coalesce_replica_grads, run on each replica's worker thread); otherwise they are flattened here.
 void replicate_backward(OpContext& ctx, MLP& module, std::vector<std::unique_ptr<MLP>>& replicas,
-                        const std::vector<std::vector<Tensor>>* coalesced = nullptr);
+                        const std::vector<std::vector<FlatBucket>>* coalesced = nullptr);
 // The per-device half of replicate_backward: `replica`'s gradients flattened into the reduce's
 // 10 MiB buckets on its own device (ctx.device). Safe on the replica's worker thread.
-std::vector<Tensor> coalesce_replica_grads(OpContext& ctx, MLP& replica);
+std::vector<FlatBucket> coalesce_replica_grads(OpContext& ctx, MLP& replica);
 
 // ---- [SECTION] parallel_apply (parallel_apply.cpp) ----------------------------------------------
 

@@ -52,11 +52,12 @@ Tensor Linear::forward(OpContext& ctx, const Tensor& x) {
 
 Tensor Linear::backward(OpContext& ctx, const Tensor& dout, bool need_dinp) {
   FURNACE_CHECK(input_.defined()) << "Linear.backward called without a forward";
-  if (!grad_weight.defined()) {  // .grad is created by the first backward after zero_grad()
+  // .grad is created by the first backward after zero_grad() (set_to_none): AccumulateGrad takes
+  // that backward's gradient as it is, later backwards (accumulation micro-steps) add to it.
+  const bool fresh = !grad_weight.defined();
+  if (fresh) {
     grad_weight = Tensor::empty(rt_, Device::at(device_), weight.shape());
     grad_bias = Tensor::empty(rt_, Device::at(device_), bias.shape());
-    ops::zero(ctx, grad_weight);
-    ops::zero(ctx, grad_bias);
   }
   // Under autocast the forward ran in 16 bits: the incoming gradient is cast to match (the
   // backward of the cast that fed the loss), and the weight copy from forward is used.
@@ -65,7 +66,8 @@ Tensor Linear::backward(OpContext& ctx, const Tensor& dout, bool need_dinp) {
   const Tensor& w = dt == DType::f32 ? weight : weight_half_;
   Tensor dinp;
   if (need_dinp) dinp = Tensor::empty(rt_, Device::at(device_), input_.shape(), dt);
-  ops::linear_backward(ctx, need_dinp ? &dinp : nullptr, grad_weight, grad_bias, g, input_, w);
+  ops::linear_backward(ctx, need_dinp ? &dinp : nullptr, grad_weight, grad_bias, g, input_, w,
+                       /*accumulate=*/!fresh);
   weight_half_ = Tensor();
   bias_half_ = Tensor();
   return dinp;

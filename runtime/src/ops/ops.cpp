@@ -99,7 +99,7 @@ void linear_forward(OpContext& ctx, Tensor& out, const Tensor& inp, const Tensor
 }
 
 void linear_backward(OpContext& ctx, Tensor* dinp, Tensor& dweight, Tensor& dbias,
-                     const Tensor& dout, const Tensor& inp, const Tensor& weight) {
+                     const Tensor& dout, const Tensor& inp, const Tensor& weight, bool accumulate) {
   const char* op = "linear_backward";
   const DType dt = dout.dtype();  // under autocast the activations and weight copies are 16-bit;
                                   // the master gradients stay fp32
@@ -119,6 +119,10 @@ void linear_backward(OpContext& ctx, Tensor* dinp, Tensor& dweight, Tensor& dbia
     FURNACE_CHECK(dinp->shape() == inp.shape()) << op << ": grad_input shape " << shape_str(dinp->shape());
   }
   if (DeviceOps* d = device_ops(ctx, op)) {
+    if (!accumulate) {  // the device op table only accumulates
+      zero(ctx, dweight);
+      zero(ctx, dbias);
+    }
     OpWorkspace ws(ctx);
     d->linear_backward(stream_of(ctx), dinp ? dinp->raw() : nullptr, dweight.data<float>(),
                        dbias.data<float>(), dout.raw(), inp.raw(), weight.raw(),
@@ -127,18 +131,19 @@ void linear_backward(OpContext& ctx, Tensor* dinp, Tensor& dweight, Tensor& dbia
     sim::linear_backward_half(dinp ? dinp->data<uint16_t>() : nullptr, dweight.data<float>(),
                               dbias.data<float>(), dout.data<uint16_t>(), inp.data<uint16_t>(),
                               weight.data<uint16_t>(), static_cast<int>(B), static_cast<int>(C),
-                              static_cast<int>(OC), dt);
+                              static_cast<int>(OC), dt, accumulate);
   else
     sim::linear_backward(dinp ? dinp->data<float>() : nullptr, dweight.data<float>(),
                          dbias.data<float>(), dout.data<float>(), inp.data<float>(),
                          weight.data<float>(), static_cast<int>(B), static_cast<int>(C),
-                         static_cast<int>(OC));
+                         static_cast<int>(OC), accumulate);
   // Two GEMMs on a GPU (dgrad, wgrad) and a bias reduction: report them as the kernels they are.
   const double e = static_cast<double>(dtype_size(dt));
   if (dinp)
     account(ctx, "linear_backward_dgrad", 2.0 * B * C * OC, e * (B * OC + OC * C + B * C), dt);
-  account(ctx, "linear_backward_wgrad", 2.0 * B * C * OC, e * (B * OC + B * C) + kF * 2 * OC * C, dt);
-  account(ctx, "bias_backward", 1.0 * B * OC, e * B * OC + kF * 2 * OC);
+  const double passes = accumulate ? 2.0 : 1.0;  // read and write the fp32 grads, or write only
+  account(ctx, "linear_backward_wgrad", 2.0 * B * C * OC, e * (B * OC + B * C) + kF * passes * OC * C, dt);
+  account(ctx, "bias_backward", 1.0 * B * OC, e * B * OC + kF * passes * OC);
 }
 
 void relu_forward(OpContext& ctx, Tensor& x) {
@@ -373,7 +378,7 @@ void add(OpContext& ctx, Tensor& out, const Tensor& a, const Tensor& b) {
   account(ctx, op, static_cast<double>(out.numel()), kF * 3.0 * out.numel());
 }
 
-Tensor add_across_devices(OpContext& ctx, const std::vector<Tensor>& terms) {
+Tensor add_across_devices(OpContext& ctx, const std::vector<Tensor>& terms, bool move_bytes) {
   const char* op = "add";
   FURNACE_CHECK(terms.size() >= 2) << "add_across_devices: needs at least two terms";
   require(terms[0], "input", op, ctx, DType::f32, -1);
@@ -389,13 +394,15 @@ Tensor add_across_devices(OpContext& ctx, const std::vector<Tensor>& terms) {
   Backend& backend = ctx.rt.backend();
   Tensor result;
   bool in_place = backend.host_accessible();
+  FURNACE_ASSERT(move_bytes || in_place) << "add_across_devices without bytes on a device backend";
   for (size_t i = 1; i < terms.size(); ++i) {
     Tensor moved = Tensor::empty(ctx.rt, here, terms[i].shape());  // other.to(device), freed below
     const int from = terms[i].device().index;
     if (in_place) {
       const bool modelled = backend.model_copy(from == ctx.device ? CopyKind::d2d : CopyKind::peer,
                                                ctx.device, from, bytes, ctx.stream, false);
-      FURNACE_ASSERT(modelled || i == 1) << "add_across_devices: the backend stopped modelling copies";
+      FURNACE_ASSERT(modelled || (i == 1 && move_bytes))
+          << "add_across_devices: the backend stopped modelling copies";
       in_place = modelled;
     }
     if (!result.defined()) result = Tensor::empty(ctx.rt, here, terms[0].shape());
@@ -406,12 +413,19 @@ Tensor add_across_devices(OpContext& ctx, const std::vector<Tensor>& terms) {
       add(ctx, result, i == 1 ? terms[0] : result, moved);
     }
   }
-  if (in_place) {
-    std::vector<const float*> ptrs;
-    for (const Tensor& t : terms) ptrs.push_back(t.data<float>());
-    sim::add_n(result.data<float>(), ptrs.data(), static_cast<int>(ptrs.size()), result.numel());
-  }
+  if (in_place && move_bytes) add_n_bytes(result, terms);
   return result;
+}
+
+void add_n_bytes(Tensor& out, const std::vector<Tensor>& terms) {
+  FURNACE_CHECK(!terms.empty() && out.dtype() == DType::f32) << "add_n_bytes: f32 terms expected";
+  std::vector<const float*> ptrs;
+  for (const Tensor& t : terms) {
+    FURNACE_CHECK(t.dtype() == DType::f32 && t.numel() == out.numel())
+        << "add_n_bytes: every term must be f32 with " << out.numel() << " elements";
+    ptrs.push_back(t.data<float>());
+  }
+  sim::add_n(out.data<float>(), ptrs.data(), static_cast<int>(ptrs.size()), out.numel());
 }
 
 void copy_(OpContext& ctx, Tensor& dst, const Tensor& src) {

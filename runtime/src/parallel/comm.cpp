@@ -140,7 +140,20 @@ std::vector<std::vector<Tensor>> broadcast_coalesced(OpContext& ctx,
   return outputs;
 }
 
-Tensor reduce_add(OpContext& ctx, const std::vector<Tensor>& inputs, int destination) {
+namespace {
+
+// The bytes of a modelled cat (FlatBucket::written false), for a reduce that reads the flat buffer
+// itself: each part copied into its place, nothing modelled (the cat already was).
+void write_flat(FlatBucket& bucket) {
+  std::vector<Tensor> views = unflatten_dense_tensors(bucket.flat, bucket.parts);
+  for (size_t j = 0; j < views.size(); ++j) ops::add_n_bytes(views[j], {bucket.parts[j]});
+  bucket.written = true;
+}
+
+// comm.reduce_add; move_bytes = false on the simulator: every copy and add modelled, the result
+// allocated but left for the caller to fill (the inputs' bytes are not where they claim to be).
+Tensor reduce_add_impl(OpContext& ctx, const std::vector<Tensor>& inputs, int destination,
+                       bool move_bytes) {
   FURNACE_CHECK(!inputs.empty()) << "reduce_add expects at least one input";
   int root = -1;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -171,12 +184,32 @@ Tensor reduce_add(OpContext& ctx, const std::vector<Tensor>& inputs, int destina
   for (size_t i = 0; i < inputs.size(); ++i)
     if (static_cast<int>(i) != root) terms.push_back(inputs[i]);
   OpContext dst = on(ctx, destination);
-  return ops::add_across_devices(dst, terms);
+  return ops::add_across_devices(dst, terms, move_bytes);
 }
 
-std::vector<Tensor> coalesce_for_reduce(OpContext& ctx, const std::vector<Tensor>& tensors,
-                                        size_t buffer_size) {
-  std::vector<Tensor> flats;
+}  // namespace
+
+Tensor reduce_add(OpContext& ctx, const std::vector<Tensor>& inputs, int destination) {
+  return reduce_add_impl(ctx, inputs, destination, /*move_bytes=*/true);
+}
+
+std::vector<size_t> reduce_add_order(const std::vector<Tensor>& inputs, int destination) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].device().index == destination) order.push_back(i);
+  FURNACE_CHECK(order.size() == 1)
+      << "reduce_add expects destination to be on the same GPU with one of the tensors";
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].device().index != destination) order.push_back(i);
+  return order;
+}
+
+std::vector<FlatBucket> coalesce_for_reduce(OpContext& ctx, const std::vector<Tensor>& tensors,
+                                            size_t buffer_size) {
+  // The simulator models each cat but moves no bytes: the reduce reads the parts themselves
+  // (reduce_add_flattened), which saves a copy of every gradient per replica on the CPU.
+  const bool elide = ctx.rt.backend().host_accessible();
+  std::vector<FlatBucket> flats;
   for (const std::vector<size_t>& bucket : buckets_within_limit(tensors, buffer_size)) {
     std::vector<Tensor> parts;
     for (size_t i : bucket) {
@@ -185,28 +218,58 @@ std::vector<Tensor> coalesce_for_reduce(OpContext& ctx, const std::vector<Tensor
           << tensors[i].device().str();
       parts.push_back(tensors[i]);
     }
-    flats.push_back(flatten_dense_tensors(ctx, parts));
+    // A single tensor is flattened as a view (no cat): its bytes are in place either way.
+    const bool written = !elide || parts.size() == 1;
+    Tensor flat = flatten_dense_tensors(ctx, parts, /*move_bytes=*/!elide);
+    flats.push_back(FlatBucket{std::move(flat), std::move(parts), written});
   }
   return flats;
 }
 
 std::vector<Tensor> reduce_add_flattened(OpContext& ctx,
-                                         const std::vector<std::vector<Tensor>>& flats,
+                                         const std::vector<std::vector<FlatBucket>>& flats,
                                          const std::vector<Tensor>& like, int destination,
                                          size_t buffer_size) {
   FURNACE_CHECK(!flats.empty()) << "reduce_add_coalesced expects inputs from at least one device";
   const std::vector<std::vector<size_t>> buckets = buckets_within_limit(like, buffer_size);
   std::vector<Tensor> output(like.size());
   for (size_t b = 0; b < buckets.size(); ++b) {
-    std::vector<Tensor> per_device, parts;
+    std::vector<FlatBucket> per_device;
+    std::vector<Tensor> inputs, parts;
+    std::vector<int> devices;
+    bool written = true;
     for (const auto& f : flats) {
       FURNACE_CHECK(f.size() == buckets.size())
           << "reduce_add_coalesced: every device must give " << like.size() << " tensors";
       per_device.push_back(f[b]);
+      inputs.push_back(f[b].flat);
+      devices.push_back(f[b].flat.device().index);
+      written = written && f[b].written;
     }
     for (size_t i : buckets[b]) parts.push_back(like[i]);
-    const Tensor sum = reduce_add(ctx, per_device, destination);
+    // A reduce that reads the flat buffers themselves (a single input is returned as it is; a
+    // collective reads device memory) needs their bytes.
+    if (!written && (inputs.size() == 1 ||
+                     ctx.rt.backend().collectives_available(devices, inputs[0].dtype()))) {
+      for (FlatBucket& f : per_device)
+        if (!f.written) write_flat(f);
+      written = true;
+    }
+    const Tensor sum = reduce_add_impl(ctx, inputs, destination, written);
     std::vector<Tensor> views = unflatten_dense_tensors(sum, parts);
+    if (!written) {  // each part summed from where it lives, in reduce_add's order of terms
+      const std::vector<size_t> order = reduce_add_order(inputs, destination);
+      for (size_t j = 0; j < views.size(); ++j) {
+        std::vector<Tensor> terms;
+        for (size_t d : order) {
+          FURNACE_CHECK(per_device[d].parts.size() == views.size())
+              << "reduce_add_coalesced: a device's bucket " << b << " has "
+              << per_device[d].parts.size() << " tensors, expected " << views.size();
+          terms.push_back(per_device[d].parts[j]);
+        }
+        ops::add_n_bytes(views[j], terms);
+      }
+    }
     for (size_t j = 0; j < buckets[b].size(); ++j) output[buckets[b][j]] = views[j];
   }
   return output;
@@ -216,7 +279,7 @@ std::vector<Tensor> reduce_add_coalesced(OpContext& ctx,
                                          const std::vector<std::vector<Tensor>>& inputs,
                                          int destination, size_t buffer_size) {
   FURNACE_CHECK(!inputs.empty()) << "reduce_add_coalesced expects inputs from at least one device";
-  std::vector<std::vector<Tensor>> flats;
+  std::vector<std::vector<FlatBucket>> flats;
   for (const auto& per_device : inputs) {
     FURNACE_CHECK(per_device.size() == inputs[0].size())
         << "reduce_add_coalesced: every device must give " << inputs[0].size() << " tensors";

@@ -47,6 +47,9 @@ std::vector<std::vector<Tensor>> broadcast_coalesced(OpContext& ctx,
 // device, as a new tensor on `destination`, which must hold one of them (the root):
 // root + copy(first other), then += copy(each further other), in input order.
 Tensor reduce_add(OpContext& ctx, const std::vector<Tensor>& inputs, int destination);
+// reduce_add's order of terms: the root (the input on `destination`) first, then the others in
+// input order. Index into `inputs`.
+std::vector<size_t> reduce_add_order(const std::vector<Tensor>& inputs, int destination);
 
 // comm.reduce_add_coalesced(inputs, destination, buffer_size): inputs[d] are the same list of
 // tensors on device d; each bucket is flattened on every device, reduce_add-ed onto
@@ -55,12 +58,14 @@ std::vector<Tensor> reduce_add_coalesced(OpContext& ctx,
                                          const std::vector<std::vector<Tensor>>& inputs,
                                          int destination, size_t buffer_size = kBufferSize);
 // The same in two halves. First, on each device (safe to run for different devices on different
-// threads: it touches only ctx.device): its tensors flattened bucket by bucket.
-std::vector<Tensor> coalesce_for_reduce(OpContext& ctx, const std::vector<Tensor>& tensors,
-                                        size_t buffer_size = kBufferSize);
+// threads: it touches only ctx.device): its tensors flattened bucket by bucket. On a
+// host-accessible backend (the simulator) each cat is modelled, not made (FlatBucket::written).
+std::vector<FlatBucket> coalesce_for_reduce(OpContext& ctx, const std::vector<Tensor>& tensors,
+                                            size_t buffer_size = kBufferSize);
 // Then: bucket b of every device (flats[d][b]) reduce_add-ed onto `destination` and unflattened
-// like `like` (the tensors of one device).
-std::vector<Tensor> reduce_add_flattened(OpContext& ctx, const std::vector<std::vector<Tensor>>& flats,
+// like `like` (the tensors of one device). Unwritten buckets are summed part by part from where
+// their bytes live, with the roundings of the whole-buffer sum.
+std::vector<Tensor> reduce_add_flattened(OpContext& ctx, const std::vector<std::vector<FlatBucket>>& flats,
                                          const std::vector<Tensor>& like, int destination,
                                          size_t buffer_size = kBufferSize);
 

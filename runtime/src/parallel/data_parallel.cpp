@@ -160,7 +160,7 @@ void DataParallel::backward(OpContext& ctx, const Tensor& grad_output) {
   // own device, which the GPU runs right after that device's backward), so the CPU does those
   // copies in parallel; in the breakdown they count as compute.
   timeline_.begin();
-  std::vector<std::vector<Tensor>> coalesced(used_devices_.size());
+  std::vector<std::vector<parallel::FlatBucket>> coalesced(used_devices_.size());
   parallel::parallel_apply(used_devices_, [&](size_t i) {
     OpContext dev{rt_, used_devices_[i], ctx.stream};
     replicas_[i]->backward(dev, grads[i]);

@@ -48,14 +48,14 @@ std::vector<std::unique_ptr<MLP>> replicate(OpContext& ctx, MLP& module,
   return replicas;
 }
 
-std::vector<Tensor> coalesce_replica_grads(OpContext& ctx, MLP& replica) {
+std::vector<FlatBucket> coalesce_replica_grads(OpContext& ctx, MLP& replica) {
   return coalesce_for_reduce(ctx, grads_of(replica), kBufferSize);
 }
 
 void replicate_backward(OpContext& ctx, MLP& module, std::vector<std::unique_ptr<MLP>>& replicas,
-                        const std::vector<std::vector<Tensor>>* coalesced) {
+                        const std::vector<std::vector<FlatBucket>>* coalesced) {
   FURNACE_CHECK(!replicas.empty()) << "replicate_backward: no replicas";
-  std::vector<std::vector<Tensor>> flats;
+  std::vector<std::vector<FlatBucket>> flats;
   if (coalesced) {
     FURNACE_CHECK(coalesced->size() == replicas.size())
         << "replicate_backward: one list per replica";

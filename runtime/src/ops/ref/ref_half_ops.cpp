@@ -31,7 +31,7 @@ void linear_forward_half(uint16_t* out, const uint16_t* inp, const uint16_t* wei
 
 void linear_backward_half(uint16_t* dinp, float* dweight, float* dbias, const uint16_t* dout,
                           const uint16_t* inp, const uint16_t* weight, int B, int C, int OC,
-                          DType dt) {
+                          DType dt, bool accumulate) {
   if (dinp)
     for (int b = 0; b < B; ++b)
       for (int c = 0; c < C; ++c) {
@@ -45,11 +45,12 @@ void linear_backward_half(uint16_t* dinp, float* dweight, float* dbias, const ui
       double acc = 0;
       for (int b = 0; b < B; ++b)
         acc += static_cast<double>(to_f32(dout[b * OC + o], dt)) * to_f32(inp[b * C + c], dt);
-      dweight[o * C + c] += to_f32(to_half(static_cast<float>(acc), dt), dt);
+      const float g = to_f32(to_half(static_cast<float>(acc), dt), dt);
+      dweight[o * C + c] = (accumulate ? dweight[o * C + c] : 0.0f) + g;
     }
     double acc = 0;
     for (int b = 0; b < B; ++b) acc += to_f32(dout[b * OC + o], dt);
-    dbias[o] += to_f32(to_half(static_cast<float>(acc), dt), dt);
+    dbias[o] = (accumulate ? dbias[o] : 0.0f) + to_f32(to_half(static_cast<float>(acc), dt), dt);
   }
 }
 

@@ -19,7 +19,7 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
 }
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                     const float* inp, const float* weight, int B, int C, int OC) {
+                     const float* inp, const float* weight, int B, int C, int OC, bool accumulate) {
   if (dinp)
     for (int b = 0; b < B; ++b)
       for (int c = 0; c < C; ++c) {
@@ -31,11 +31,11 @@ void linear_backward(float* dinp, float* dweight, float* dbias, const float* dou
     for (int c = 0; c < C; ++c) {
       double acc = 0;
       for (int b = 0; b < B; ++b) acc += static_cast<double>(dout[b * OC + o]) * inp[b * C + c];
-      dweight[o * C + c] += static_cast<float>(acc);
+      dweight[o * C + c] = (accumulate ? dweight[o * C + c] : 0.0f) + static_cast<float>(acc);
     }
     double acc = 0;
     for (int b = 0; b < B; ++b) acc += dout[b * OC + o];
-    dbias[o] += static_cast<float>(acc);
+    dbias[o] = (accumulate ? dbias[o] : 0.0f) + static_cast<float>(acc);
   }
 }
 

@@ -3,6 +3,7 @@
 // and rounded back once per output element with the exact conversions from core/dtype.
 #include <cblas.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "ops/sim/sim_ops.h"
@@ -57,7 +58,7 @@ void linear_forward_half(uint16_t* out, const uint16_t* inp, const uint16_t* wei
 
 void linear_backward_half(uint16_t* dinp, float* dweight, float* dbias, const uint16_t* dout,
                           const uint16_t* inp, const uint16_t* weight, int B, int C, int OC,
-                          DType dt) {
+                          DType dt, bool accumulate) {
   const size_t nin = static_cast<size_t>(B) * C, nw = static_cast<size_t>(OC) * C,
                nout = static_cast<size_t>(B) * OC;
   float* g = scratch(0, nout).data();
@@ -78,14 +79,17 @@ void linear_backward_half(uint16_t* dinp, float* dweight, float* dbias, const ui
   if (rounded.size() < nw || rounded.size() < static_cast<size_t>(OC)) rounded.resize(nw > static_cast<size_t>(OC) ? nw : static_cast<size_t>(OC));
   narrow(rounded.data(), dw, static_cast<int64_t>(nw), dt);
   widen(dw, rounded.data(), static_cast<int64_t>(nw), dt);
-  for (size_t i = 0; i < nw; ++i) dweight[i] += dw[i];
+  if (accumulate)
+    for (size_t i = 0; i < nw; ++i) dweight[i] += dw[i];
+  else
+    std::copy(dw, dw + nw, dweight);
   float* db = scratch(3, static_cast<size_t>(OC)).data();
   for (int o = 0; o < OC; ++o) db[o] = 0.0f;
   for (int bi = 0; bi < B; ++bi)
     for (int o = 0; o < OC; ++o) db[o] += g[static_cast<size_t>(bi) * OC + o];
   narrow(rounded.data(), db, OC, dt);
   widen(db, rounded.data(), OC, dt);
-  for (int o = 0; o < OC; ++o) dbias[o] += db[o];
+  for (int o = 0; o < OC; ++o) dbias[o] = (accumulate ? dbias[o] : 0.0f) + db[o];
 }
 
 // Both formats keep the sign in the top bit; a NaN has an all-ones exponent and a non-zero

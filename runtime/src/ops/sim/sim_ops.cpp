@@ -26,13 +26,15 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
 }
 
 void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                     const float* inp, const float* weight, int B, int C, int OC) {
+                     const float* inp, const float* weight, int B, int C, int OC, bool accumulate) {
   if (dinp)  // dinp (B, C) = dout (B, OC) @ weight (OC, C)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, C, OC, 1.0f, dout, OC, weight, C,
                 0.0f, dinp, C);
-  // dweight (OC, C) += dout^T (OC, B) @ inp (B, C)
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B, 1.0f, dout, OC, inp, C, 1.0f,
-              dweight, C);
+  // dweight (OC, C) += dout^T (OC, B) @ inp (B, C); = without accumulate (beta 0: the same
+  // bits as adding to zeros, without writing the zeros first)
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B, 1.0f, dout, OC, inp, C,
+              accumulate ? 1.0f : 0.0f, dweight, C);
+  if (!accumulate) std::fill(dbias, dbias + OC, 0.0f);
   for (int b = 0; b < B; ++b) {
     const float* row = dout + static_cast<int64_t>(b) * OC;
     for (int o = 0; o < OC; ++o) dbias[o] += row[o];
