@@ -169,7 +169,9 @@ void run_lesson(const lesson::Lesson& l, Lang lang, int only_step) {
         std::string why;
         const std::optional<lesson::Value> real = lesson::lookup(step.prediction->observable, out.observables, {}, &why);
         const bool ok = real && lesson::answer_matches(*step.prediction, *real, *answer);
-        verdict = std::string(L.your) + L.colon + *answer + " -> " + (ok ? L.right : L.wrong) + "\n";
+        const bool judged = real && lesson::answer_is_judged(*step.prediction, *real);
+        verdict = std::string(L.your) + L.colon + *answer +
+                  (ok ? std::string(" -> ") + L.right : judged ? std::string(" -> ") + L.wrong : std::string()) + "\n";
       }
       std::printf("\n%s%s%s%s\n", verdict.c_str(), L.answer, L.colon, out.prediction->answer.c_str());
     }

@@ -1,10 +1,12 @@
 // libFuzzer target for lesson text (lessons/*/en.md, zh.md; lessons/FORMAT.md): parse_markdown and
-// render_terminal in runtime/src/lessons/markdown.cpp, over md4c. Byte 0 picks the terminal width
-// (20..83) and colour; the rest is the Markdown. Every input is read into a document that renders,
-// or rejected with one clear line.
+// render_terminal in runtime/src/lessons/markdown.cpp, over md4c, and wrap_text (wrap_text.cpp)
+// on every block's text. Byte 0 picks the terminal width (20..83) and colour; the rest is the
+// Markdown. Every input is read into a document that renders, or rejected with one clear line;
+// wrapped text keeps every non-space character, in order, and no line is wider than the width.
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "furnace/lesson.h"
 #include "fuzz_common.h"
@@ -18,5 +20,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   lesson::Document doc;
   if (!fuzz::accepts([&] { doc = lesson::parse_markdown(text, "fuzz.md"); })) return 0;
   fuzz::accepts([&] { (void)lesson::render_terminal(doc, width, color); });
+  auto columns = [](std::string_view s) { return static_cast<double>(lesson::display_width(s)); };
+  for (const lesson::Block& b : doc.blocks) {
+    const std::string in = b.kind == lesson::Block::Kind::code ? b.code : lesson::spans_text(b.spans);
+    const std::string out = lesson::wrap_text(in, width, columns, data[0] & 128 ? "    " : "");
+    std::string kept_in, kept_out;  // wrapping only moves line breaks and spaces
+    for (char c : in)
+      if (c != ' ' && c != '\n' && c != '\t') kept_in += c;
+    for (char c : out)
+      if (c != ' ' && c != '\n' && c != '\t') kept_out += c;
+    if (kept_in != kept_out) __builtin_trap();
+    size_t start = 0;
+    while (start <= out.size()) {
+      size_t end = out.find('\n', start);
+      if (end == std::string::npos) end = out.size();
+      if (lesson::display_width(std::string_view(out.data() + start, end - start)) > width) __builtin_trap();
+      start = end + 1;
+    }
+  }
   return 0;
 }

@@ -3,6 +3,7 @@
 // with their labels (valid IDX), with one file broken in each copy.
 #pragma once
 
+#include <sys/stat.h>  // defines: mkfifo
 #include <zlib.h>
 
 #include <cstdint>
@@ -97,6 +98,15 @@ inline void write_input_fixtures(const std::filesystem::path& dir) {
   write_bytes(dir / "not-json.json", "{\"traceEvents\": [\n");
   write_bytes(dir / "not-trace.json", "{\"events\": []}\n");
   write_bytes(dir / "no-events.json", "{\"traceEvents\": [{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0}]}\n");
+  // A FIFO where a file is expected: reading it waits for a writer that never comes, and writing
+  // by rename would replace it (a device such as /dev/null, when run as root). As a checkpoint, a
+  // trace, a dataset file and a lesson.toml.
+  ::mkfifo((dir / "fifo").c_str(), 0644);
+  dataset(dir / "data-fifo");
+  fs::remove(dir / "data-fifo" / "train-images-idx3-ubyte");
+  ::mkfifo((dir / "data-fifo" / "train-images-idx3-ubyte").c_str(), 0644);
+  fs::create_directories(dir / "lessons-fifo" / "01-fifo");
+  ::mkfifo((dir / "lessons-fifo" / "01-fifo" / "lesson.toml").c_str(), 0644);
 }
 
 }  // namespace furnace::cli_test

@@ -45,6 +45,21 @@ TEST(LessonMarkdown, SoftBreaksJoinChineseWithoutSpaces) {
   EXPECT_EQ(lesson::spans_text(d.blocks[0].spans), "第一行第二行 and English");
 }
 
+// Curly quotes, the ellipsis and the em dash sit between Chinese characters in Chinese text
+// (“2”这个, 等等……然后): a source line wrapped next to one must not gain a space there, while
+// in English text ("said “yes”\nand") the break stays a space.
+TEST(LessonMarkdown, SoftBreaksNextToQuotesJoinChineseOnly) {
+  auto text = [](const char* md) { return lesson::spans_text(lesson::parse_markdown(md, "t.md").blocks.at(0).spans); };
+  EXPECT_EQ(text("只存在 `cuda:0`，“2”\n这个编号已经没有意义了。\n"), "只存在 cuda:0，“2”这个编号已经没有意义了。");
+  EXPECT_EQ(text("几乎成为标配。”\n这两句话\n"), "几乎成为标配。”这两句话");
+  EXPECT_EQ(text("他说\n“先打印”\n然后……\n再说\n"), "他说“先打印”然后……再说");
+  EXPECT_EQ(text("He said “yes”\nand left.\n"), "He said “yes” and left.");
+  EXPECT_EQ(text("a line — then\n“quoted” text\n"), "a line — then “quoted” text");
+  EXPECT_EQ(text("显存\n**第一次**使用\n"), "显存第一次使用");
+  EXPECT_EQ(text("给每次拷贝计\n`字节数 / 带宽` 再加上\n延迟\n"), "给每次拷贝计 字节数 / 带宽 再加上延迟");  // code: a space
+  EXPECT_EQ(text("结果。\n`device_count()` 为 1\n"), "结果。device_count() 为 1");
+}
+
 TEST(LessonMarkdown, EntitiesAndHardBreaks) {
   const lesson::Document d = lesson::parse_markdown("a &amp; b &#x4E2D;  \nc\n", "t.md");
   EXPECT_EQ(lesson::spans_text(d.blocks[0].spans), "a & b 中\nc");
@@ -76,6 +91,92 @@ TEST(LessonMarkdown, RendersWithinTheWidthWithoutPunctuationAtALineStart) {
   EXPECT_GT(lines, 8);
   EXPECT_NE(out.find("- DataParallel splits"), std::string::npos) << out;
   EXPECT_NE(out.find("\n  the first dimension"), std::string::npos) << "list continuation lines are indented:\n" << out;
+}
+
+// Every line of `out`, without its trailing newline.
+std::vector<std::string> lines_of(const std::string& out) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  while (start < out.size()) {
+    const size_t end = out.find('\n', start);
+    lines.push_back(out.substr(start, end - start));
+    start = end + 1;
+  }
+  return lines;
+}
+
+TEST(LessonMarkdown, CodeSpansAreNotSplitAtTheirSpaces) {
+  const lesson::Document d = lesson::parse_markdown(
+      "On the whole server, with `device_ids=[1, 0]` (the model on `cuda:1`), the main GPU is it.\n", "t.md");
+  for (int width = 20; width <= 60; ++width) {
+    const std::string out = lesson::render_terminal(d, width, false);
+    EXPECT_NE(out.find("`device_ids=[1, 0]`"), std::string::npos) << "width " << width << ":\n" << out;
+    for (const std::string& line : lines_of(out)) EXPECT_LE(lesson::display_width(line), width) << line;
+  }
+  // A code span wider than the line still breaks, rather than running past the edge.
+  const lesson::Document wide = lesson::parse_markdown("Run `furnace train --topology x --steps 3`.\n", "t.md");
+  for (const std::string& line : lines_of(lesson::render_terminal(wide, 20, false)))
+    EXPECT_LE(lesson::display_width(line), 20) << line;
+}
+
+TEST(LessonMarkdown, OpeningPunctuationNeverEndsALine) {
+  std::string zh;
+  for (int i = 0; i < 12; ++i) zh += "模型（DataParallel 就是）“这样”";
+  const lesson::Document d = lesson::parse_markdown(zh + "\n", "t.md");
+  for (int width = 16; width <= 40; ++width) {
+    const std::vector<std::string> lines = lines_of(lesson::render_terminal(d, width, false));
+    ASSERT_GT(lines.size(), 2u);
+    for (const std::string& line : lines) {
+      EXPECT_LE(lesson::display_width(line), width) << line;
+      for (const char* opening : {"（", "“"})
+        EXPECT_FALSE(line.size() >= 3 && line.compare(line.size() - 3, 3, opening) == 0)
+            << "width " << width << ": a line ends with " << opening << ": " << line;
+      for (const char* closing : {"）", "”"}) EXPECT_NE(line.rfind(closing, 0), 0u) << line;
+    }
+  }
+}
+
+// wrap_text measured in terminal columns: the rules the visualizer's Lesson panel draws with.
+std::string wrap_columns(std::string_view text, int width) {
+  return lesson::wrap_text(text, width, [](std::string_view s) { return lesson::display_width(s); });
+}
+
+TEST(LessonWrapText, ChineseBreaksBetweenCharactersAndFillsTheLine) {
+  std::string zh;
+  for (int i = 0; i < 8; ++i) zh += "四块 GPU 都可见时，device_ids 默认是（全部）可见设备。";
+  for (int width = 12; width <= 50; width += 7) {
+    const std::vector<std::string> lines = lines_of(wrap_columns(zh, width) + "\n");
+    ASSERT_GT(lines.size(), 3u);
+    for (size_t k = 0; k < lines.size(); ++k) {
+      const std::string& line = lines[k];
+      EXPECT_LE(lesson::display_width(line), width) << line;
+      // ImGui 1.86 breaks only at spaces, so a line of Chinese used to end at the last space.
+      if (k + 1 < lines.size()) EXPECT_GE(lesson::display_width(line), width - 13) << "width " << width << ": " << line;
+      EXPECT_NE(line.rfind("，", 0), 0u) << line;
+      EXPECT_NE(line.rfind("）", 0), 0u) << line;
+      EXPECT_FALSE(line.size() >= 3 && line.compare(line.size() - 3, 3, "（") == 0) << line;
+    }
+  }
+}
+
+TEST(LessonWrapText, EnglishBreaksAtSpacesAndKeepsNonBreakingOnesAndIndentation) {
+  EXPECT_EQ(wrap_columns("the quick brown fox jumps", 10), "the quick\nbrown fox\njumps");
+  EXPECT_EQ(wrap_columns("use device_ids=[1,\u00A00] here", 20), "use\ndevice_ids=[1,\u00A00]\nhere");
+  EXPECT_EQ(wrap_columns("for x in y:\n    z = x  # twice\n\nend", 40), "for x in y:\n    z = x  # twice\n\nend");
+  EXPECT_EQ(wrap_columns("    z = x + y", 8), "    z =\nx + y");  // the indentation stays on its line
+  EXPECT_EQ(wrap_columns("abcdefghij", 4), "abcd\nefgh\nij");   // wider than the line: cut
+  EXPECT_EQ(wrap_columns("uses every visible device: [0, 1]", 31), "uses every visible device:\n[0, 1]");
+  EXPECT_EQ(wrap_columns("默认是 [0, 1, 2, 3]，四块", 16), "默认是\n[0, 1, 2, 3]，四\n块");
+  EXPECT_EQ(wrap_columns("", 10), "");
+  // Code: a broken line continues under its own indentation plus the hanging indent.
+  const auto code = [](std::string_view text, int width) {
+    return lesson::wrap_text(text, width, [](std::string_view s) { return lesson::display_width(s); }, "    ");
+  };
+  EXPECT_EQ(code("if x:\n    used.append(h)   # every process\ny = 1", 24),
+            "if x:\n    used.append(h)   #\n        every process\ny = 1");
+  EXPECT_EQ(code("abcdefghijkl", 8), "abcdefgh\n    ijkl");  // cut, then continued
+  // A broken UTF-8 sequence does not swallow the line break after it (found by fuzz_lesson_markdown).
+  EXPECT_EQ(wrap_columns(std::string("a\xF0\x00\x00\nb", 7), 10), std::string("a\xF0\x00\x00\nb", 7));
 }
 
 TEST(LessonMarkdown, CodeIsMarkedWithoutColourAndColouredOnATerminal) {
@@ -186,6 +287,18 @@ TEST(LessonPredictions, AnswersMatchLoosely) {
   EXPECT_FALSE(lesson::prediction_answer(p, {{"chunks", ids}}).among_choices);
 }
 
+TEST(LessonPredictions, AnOpenQuestionAnsweredByAMessageIsNotJudged) {
+  lesson::Prediction p;
+  p.observable = "error";
+  const Value error = Value::of_string("Invalid device id");
+  EXPECT_FALSE(lesson::answer_is_judged(p, error));  // "it fails" is not wrong
+  EXPECT_TRUE(lesson::answer_matches(p, error, "invalid device id"));  // ... the exact one is right
+  EXPECT_TRUE(lesson::answer_is_judged(p, Value::of_int(4)));
+  EXPECT_TRUE(lesson::answer_is_judged(p, Value::of_ints(std::vector<int>{0, 1})));
+  p.choices = {"Invalid device id", "it runs"};
+  EXPECT_TRUE(lesson::answer_is_judged(p, error));  // with choices, an answer is right or wrong
+}
+
 // ---- a lesson run -------------------------------------------------------------------------------
 
 class LessonRunOrder : public furnace::lesson_test::LessonDir {};
@@ -213,6 +326,22 @@ TEST_F(LessonRunOrder, JumpingToAStepRunsTheStepsItRefersTo) {
   EXPECT_EQ(&run.run_step(1), &out) << "a step runs once";
   run.reset();
   EXPECT_FALSE(run.has_run(0));
+}
+
+// The "Ran:" line lists the scenario in the order things happen, whatever order the file (or
+// TOML, which sorts a table's keys) gives: the frees before empty_cache(), the story before its part.
+TEST_F(LessonRunOrder, TheScenarioSummaryFollowsTheOrderThingsHappen) {
+  using furnace::lesson_test::kTinyToml;
+  using furnace::lesson_test::replaced;
+  const std::string memory =
+      "[[step]]\nid = \"mem\"\npanel = \"memory\"\naction = \"memory\"\n"
+      "[step.scenario]\nempty_cache = true\nfree = [0]\nalloc = [\"1MiB\", \"5MiB\"]\n"
+      "[[step.check]]\nobservable = \"memory_allocated_mib\"\nequals = 5\nclaim.en = \"5\"\nclaim.zh = \"5\"\n";
+  write_tiny(std::string(kTinyToml) + memory, std::string(furnace::lesson_test::kTinyEn) + "\n## Mem {#mem}\n\nFive.\n",
+             std::string(furnace::lesson_test::kTinyZh) + "\n## 显存 {#mem}\n\n五。\n");
+  const lesson::Lesson l = lesson::load_lesson((root_ / "01-tiny").string());
+  EXPECT_EQ(lesson::scenario_summary(l.steps.at(1)),
+            "memory: topology workstation-4x3090, alloc [1MiB,5MiB], free [0], empty_cache()");
 }
 
 TEST(LessonActions, ErrorsBecomeTheErrorObservableAndEarlierValuesStay) {

@@ -390,6 +390,132 @@ TEST(Controller, CudaVisibleDevicesIsFrozenAtTheFirstDeviceUse) {
   EXPECT_EQ(c.snapshot().edited_visibility.devices[0].physical_index, 3);
 }
 
+// Lesson 1's last two steps set os.environ["CUDA_VISIBLE_DEVICES"] = "1" after and before the
+// first device use: the Devices panel must show what the lesson's checks say (all four GPUs in
+// the first case, only GPU 1 in the second), not the unset variable of the step's environment.
+TEST(Controller, ALessonStepSettingTheVariableInCodeShowsItsEffectInTheDevicesPanel) {
+  AppState app = slice_app();
+  Controller c(app, /*autostart=*/false);
+  const int index = c.lessons().find("01-single-card");
+  ASSERT_GE(index, 0) << "lessons/01-single-card is missing";
+  app.lesson.open_request = index;
+  c.update(app, 0);
+  const lesson::Lesson& l = *c.snapshot().lesson.open_lesson();
+  auto step_of = [&](auto has) {
+    for (size_t i = 0; i < l.steps.size(); ++i)
+      if (has(l.steps[i].scenario)) return static_cast<int>(i);
+    return -1;
+  };
+  const int too_late = step_of([](const lesson::StepScenario& s) { return s.set_visible_after_init == "1"; });
+  const int early = step_of([](const lesson::StepScenario& s) { return s.set_visible_before_init == "1"; });
+  ASSERT_GE(too_late, 0);
+  ASSERT_GE(early, 0);
+
+  app.lesson.step_request = too_late;
+  c.update(app, 1);
+  EXPECT_TRUE(c.snapshot().visibility_frozen);  // CUDA started before the edit
+  EXPECT_EQ(c.snapshot().visibility.count(), 4);
+  EXPECT_EQ(app.env.visible, "1");  // os.environ did change ...
+  ASSERT_EQ(c.snapshot().edited_visibility.count(), 1);  // ... and only a new process would see it
+  EXPECT_EQ(c.snapshot().edited_visibility.devices[0].physical_index, 1);
+
+  app.lesson.step_request = early;
+  c.update(app, 2);
+  EXPECT_FALSE(c.snapshot().visibility_frozen);
+  ASSERT_EQ(c.snapshot().visibility.count(), 1);
+  EXPECT_EQ(c.snapshot().visibility.devices[0].physical_index, 1);  // cuda:0 is GPU 1
+}
+
+// A lesson opened on a training step (lesson 2 starts with CUDA_VISIBLE_DEVICES=0,1 and
+// DataParallel) trains in a process started with the step's environment: two GPUs, not the four
+// of the shell's environment the visualizer started with.
+TEST(Controller, ALessonStepTrainsInAProcessWithItsEnvironment) {
+  AppState app = slice_app();
+  Controller c(app, /*autostart=*/false);
+  const int index = c.lessons().find("02-data-parallel");
+  ASSERT_GE(index, 0) << "lessons/02-data-parallel is missing";
+  const lesson::Step& first = c.lessons().view().lessons->at(static_cast<size_t>(index)).steps.at(0);
+  ASSERT_EQ(first.scenario.scenario.env.at(kCudaVisibleDevices), "0,1");
+  ASSERT_EQ(first.scenario.scenario.parallel, "dp");
+  app.lesson.open_request = index;
+  ASSERT_TRUE(frames_until(c, app, [](const Snapshot& s) { return s.training.global_step >= 1; }))
+      << c.snapshot().run.message;
+  EXPECT_EQ(app.controls.scenario.max_steps, -1);  // trains on: a finished run has freed its tensors
+  EXPECT_TRUE(c.snapshot().visibility_frozen);
+  EXPECT_EQ(c.snapshot().visibility.count(), 2);
+  EXPECT_TRUE(c.snapshot().devices[1].used);  // GPU 1 holds a replica ...
+  EXPECT_FALSE(c.snapshot().devices[2].used);  // ... GPUs 2 and 3 are not visible
+  EXPECT_FALSE(c.snapshot().devices[3].used);
+}
+
+// A step that builds the model with model.cuda() before nn.DataParallel(model, device_ids=[2, 3])
+// fails live as in the lesson: PyTorch's "Invalid device id", not an invalid model device.
+TEST(Controller, ALessonStepKeepsTheModelDeviceItSets) {
+  AppState app = slice_app();
+  Controller c(app, /*autostart=*/false);
+  const int index = c.lessons().find("03-device-mapping");
+  ASSERT_GE(index, 0) << "lessons/03-device-mapping is missing";
+  const std::vector<lesson::Step>& steps = c.lessons().view().lessons->at(static_cast<size_t>(index)).steps;
+  const auto it = std::find_if(steps.begin(), steps.end(), [](const lesson::Step& s) {
+    return s.scenario.scenario.device_ids == std::vector<int>{2, 3};
+  });
+  ASSERT_NE(it, steps.end());
+  app.lesson.open_request = index;
+  c.update(app, 0);
+  app.lesson.step_request = static_cast<int>(it - steps.begin());
+  ASSERT_TRUE(frames_until(c, app, [](const Snapshot& s) { return s.run.state == RunStatus::State::failed; }, 20))
+      << c.snapshot().run.message;
+  EXPECT_NE(c.snapshot().run.message.find("Invalid device id"), std::string::npos) << c.snapshot().run.message;
+}
+
+// The Training panel's accumulation line comes from the run: Scenario::accum and the trainer's
+// micro_step events (it used to say "one micro-batch per optimizer step" whatever the run did).
+TEST(Controller, ARunWithAccumulationReportsItsMicroSteps) {
+  AppState app = slice_app();
+  app.controls.scenario.accum = 4;
+  Controller c(app, /*autostart=*/true);
+  ASSERT_TRUE(frames_until(c, app, [](const Snapshot& s) { return s.training.global_step >= 2; }))
+      << c.snapshot().run.message;
+  EXPECT_EQ(c.snapshot().training.accumulation, 4);
+  EXPECT_GE(c.snapshot().training.micro_step, 1);
+  EXPECT_LE(c.snapshot().training.micro_step, 4);
+}
+
+// Lesson 2's "forgot model.cuda()" step fails in PyTorch; the live trainer cannot leave the model
+// on the CPU, so the step starts no run (a run would train and contradict the text).
+TEST(Controller, ALessonStepAboutAModelLeftOnTheCpuStartsNoRun) {
+  AppState app = slice_app();
+  Controller c(app, /*autostart=*/false);
+  const int index = c.lessons().find("02-data-parallel");
+  ASSERT_GE(index, 0) << "lessons/02-data-parallel is missing";
+  const std::vector<lesson::Step>& steps = c.lessons().view().lessons->at(static_cast<size_t>(index)).steps;
+  const auto it = std::find_if(steps.begin(), steps.end(), [](const lesson::Step& s) { return s.scenario.model_device == "cpu"; });
+  ASSERT_NE(it, steps.end());
+  app.lesson.open_request = index;
+  c.update(app, 0);
+  ASSERT_TRUE(frames_until(c, app, [](const Snapshot& s) { return s.training.global_step >= 1; }));  // step 1 trains
+  app.lesson.step_request = static_cast<int>(it - steps.begin());
+  for (int frame = 0; frame < 20; ++frame) {
+    c.update(app, 1 + frame * 0.05);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_FALSE(c.snapshot().visibility_frozen);  // a fresh process that has not used CUDA
+  EXPECT_EQ(c.snapshot().training.global_step, 0);
+
+  // The same when the lesson is opened at that step (furnace-viz --lesson-step): the first
+  // step's run, set up in the same frame, must not start either.
+  AppState app2 = slice_app();
+  Controller c2(app2, /*autostart=*/false);
+  app2.lesson.open_request = index;
+  app2.lesson.step_request = static_cast<int>(it - steps.begin());
+  for (int frame = 0; frame < 20; ++frame) {
+    c2.update(app2, frame * 0.05);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_FALSE(c2.snapshot().visibility_frozen);
+  EXPECT_EQ(c2.snapshot().run.state, RunStatus::State::idle);
+}
+
 TEST(Controller, ALessonStepSetsUpItsScenarioAndRunsItsChecksOffTheUiThread) {
   AppState app = slice_app();
   Controller c(app, /*autostart=*/false);

@@ -57,6 +57,7 @@ struct Options {
   std::string trace_file;
   std::string lesson;       // --lesson ID: open the Lesson panel on that lesson
   int lesson_step = 1;      // --lesson-step N (1-based)
+  bool lesson_step_given = false;
   std::string lang = "en";  // --lang en|zh
   bool lesson_run = false;  // --lesson-run: run the step's checks (a screenshot waits for them)
   bool paused = false;
@@ -384,10 +385,16 @@ void check_options(const Options& o) {
         << "--screenshot: the folder '" << furnace::printable(folder.string()) << "' does not exist";
   }
   (void)furnace::lesson::parse_lang(o.lang);
+  FURNACE_CHECK(!o.lesson.empty() || (!o.lesson_step_given && !o.lesson_run))
+      << (o.lesson_run ? "--lesson-run" : "--lesson-step") << " needs --lesson ID";
   if (!o.lesson.empty()) {
     furnace::viz::LessonDriver lessons;
     lessons.load();
     const int index = lessons.find(o.lesson);
+    // No lesson loaded at all: the folder's or the file's own message says why.
+    const furnace::viz::LessonView& view = lessons.view();
+    FURNACE_CHECK(index >= 0 || view.lessons->size() > 0 || view.load_errors.empty())
+        << "--lesson: " << view.load_errors.front();
     FURNACE_CHECK(index >= 0) << "--lesson: no lesson '" << furnace::printable(o.lesson)
                               << "' (furnace lesson list shows them)";
     const int steps = static_cast<int>((*lessons.view().lessons)[static_cast<size_t>(index)].steps.size());
@@ -458,6 +465,7 @@ int main(int argc, char** argv) {
     c.device_ids = o.device_ids;
     c.output_device = o.output_device;
     furnace::viz::scenario_from_controls(c);
+    o.lesson_step_given = cli.count("--lesson-step") > 0;
     check_options(o);
     return run(o);
   } catch (const std::exception& e) {

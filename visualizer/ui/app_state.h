@@ -22,6 +22,9 @@ struct ControlsState {
   Scenario scenario;                 // what the next (re)start runs
   std::string hidden = "512,512";    // the text being edited
   std::string device_ids;            // DataParallel's device_ids, as typed; empty: all visible
+  // dp: the model is built on device_ids[0], unless a lesson step says model.cuda(scenario.device)
+  // before wrapping (its device_ids=[2, 3] then fails as PyTorch's constructor does).
+  bool keep_device = false;
   std::string parallel = "none";     // "none" | "dp"
   int output_device = -1;            // DataParallel's output_device; -1: device_ids[0]
   float step_delay_ms = 100;         // sleep after each optimizer step (watchable animation)
@@ -56,6 +59,9 @@ struct AppState {
   bool restart_requested = false;      // stop the run and start controls.scenario
   bool stop_requested = false;         // stop the run, keep the process
   bool new_process_requested = false;  // stop, and a fresh process that has not used CUDA yet
+  // With new_process_requested, for a lesson step: the fresh process uses a GPU first (CUDA
+  // initialises), then sets CUDA_VISIBLE_DEVICES to this, which it can no longer change.
+  std::optional<std::string> visible_after_first_use;
   std::optional<std::string> open_trace;  // a Chrome trace to show in the Timeline
   bool close_trace_requested = false;
   std::string trace_error;             // why the last trace file could not be opened

@@ -1,6 +1,7 @@
 // Controller: feed -> snapshot, requests -> runner, environment -> process visibility.
 #include "controller.h"
 
+#include <algorithm>
 
 #include "furnace/error.h"     // defines: Error, FURNACE_CHECK
 #include "furnace/topology.h"  // defines: load_topology
@@ -19,7 +20,7 @@ Scenario scenario_from_controls(const ControlsState& c) {
   if (sc.parallel == "dp") {
     if (!c.device_ids.empty()) {
       sc.device_ids = furnace::parse_int_list(c.device_ids, "device_ids", "integers (e.g. 0,1)");
-      sc.device = std::max(0, sc.device_ids->front());  // model.cuda(device_ids[0]) before wrapping
+      if (!c.keep_device) sc.device = std::max(0, sc.device_ids->front());  // model.cuda(device_ids[0]) first
     }
     if (c.output_device >= 0) sc.output_device = c.output_device;
   }
@@ -119,6 +120,22 @@ std::string join_ints(const std::vector<int>& v) {
   return s;
 }
 
+// Whether the live training run shows what the step runs. Only training-like actions have one:
+// a run of the default scenario would put unrelated numbers next to an allocation replay
+// (memory), GradScaler's rule (scaler) or a story of several processes (machine). And the live
+// trainer builds the model on its device and copies each batch there: a step about a model or
+// an input left on the CPU, which fails in PyTorch, would train happily on screen. Those steps
+// show the fresh process instead.
+bool live_run_shows(const lesson::Step& step) {
+  const std::string& a = step.action;
+  if (a != "train" && a != "forward" && a != "dp-loss-trap" && a != "loader") return false;
+  const lesson::StepScenario& s = step.scenario;
+  const bool model_on_cpu = s.model_device == "cpu";
+  const bool bare_input_on_cpu = s.scenario.parallel != "dp" && s.input_device == "cpu" &&
+                                 std::find(s.keys.begin(), s.keys.end(), "input_device") != s.keys.end();
+  return !model_on_cpu && !bare_input_on_cpu;
+}
+
 }  // namespace
 
 void Controller::set_up_step(AppState& app, const lesson::Step& step) {
@@ -126,22 +143,36 @@ void Controller::set_up_step(AppState& app, const lesson::Step& step) {
   ControlsState& c = app.controls;
   c.scenario = sc;
   if (c.scenario.data_dir.empty()) c.scenario.data_dir = lesson::lesson_data_dir();  // the slice
+  // The live run goes on after the step's few optimizer steps: a finished run has freed its
+  // tensors, and the panels would show an empty GPU where the step talks about what it holds
+  // "after two steps". The checks come from the step's own run.
+  c.scenario.max_steps = -1;
+  c.scenario.epochs = std::max(c.scenario.epochs, Scenario{}.epochs);
   c.hidden = join_ints(sc.hidden);
-  c.parallel = sc.parallel;
+  // The dp-loss-trap action is DataParallel by definition (the 3, 3, 3, 1 split of its batch).
+  c.parallel = step.action == "dp-loss-trap" ? "dp" : sc.parallel;
   c.device_ids = sc.device_ids ? join_ints(*sc.device_ids) : "";
   c.output_device = sc.output_device.value_or(-1);
+  const std::vector<std::string>& keys = step.scenario.keys;
+  c.keep_device = std::find(keys.begin(), keys.end(), "device") != keys.end();
   const auto visible = sc.env.find(kCudaVisibleDevices);
   app.env.visible_set = visible != sc.env.end();
   app.env.visible = app.env.visible_set ? visible->second : "";
+  // os.environ[...] = ... before the first device use is what the process starts with.
+  if (step.scenario.set_visible_before_init) {
+    app.env.visible_set = true;
+    app.env.visible = *step.scenario.set_visible_before_init;
+  }
   const auto order = sc.env.find(kCudaDeviceOrder);
   app.env.order = order != sc.env.end() ? order->second : "FASTEST_FIRST";
   if (auto panel = parse_panel(step.panel)) app.is_open(*panel) = true;
-  // The devices lessons are about what a process sees before and at its first device use: a
-  // fresh process shows that; the others show their run live.
-  if (step.action == "devices")
-    app.new_process_requested = true;
-  else
-    app.restart_requested = true;
+  // Every step is a new `python train.py`, started with the step's environment. The devices
+  // lessons are about what a process sees before and at its first device use: the fresh process
+  // shows that; the others show their run live.
+  // Set, not added to: opening a lesson at step N sets up its first step in the same frame.
+  app.new_process_requested = true;
+  app.visible_after_first_use = step.scenario.set_visible_after_init;
+  app.restart_requested = live_run_shows(step);
 }
 
 void Controller::update_lessons(AppState& app) {
@@ -171,7 +202,13 @@ void Controller::update(AppState& app, double now_s) {
   if (app.new_process_requested) {
     app.new_process_requested = false;
     new_process(app);
+    if (app.visible_after_first_use) {  // the first device use, then the edit that comes too late
+      process_->initialize();
+      app.env.visible_set = true;
+      app.env.visible = *app.visible_after_first_use;
+    }
   }
+  app.visible_after_first_use.reset();
   if (app.restart_requested) {
     app.restart_requested = false;
     start_training(app);

@@ -58,7 +58,7 @@ void ControlsPanel::draw_frame(AppState& app, const Snapshot& snap) {
   }
   const bool dp = c.parallel == "dp";
   ImGui::BeginDisabled(!dp);
-  ImGui::InputTextWithHint("device_ids", "all visible", &c.device_ids);
+  if (ImGui::InputTextWithHint("device_ids", "all visible", &c.device_ids)) c.keep_device = false;
   restart |= ImGui::IsItemDeactivatedAfterEdit();
   if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
     ImGui::SetTooltip("nn.DataParallel(model, device_ids=[...]): cuda ordinals inside the process,\n"

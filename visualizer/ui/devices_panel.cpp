@@ -120,10 +120,8 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
                                  "(a new process reads the variable)."
                                : "CUDA was initialised at the first device use: the mapping is frozen for this process.");
     ImGui::PopStyleColor();
-    if (differs) {
-      ImGui::SameLine();
-      if (ImGui::SmallButton("restart")) app.restart_requested = true;
-    }
+    // On its own line: after a wrapped text SameLine would put it past the panel's right edge.
+    if (differs && ImGui::SmallButton("restart")) app.restart_requested = true;
   } else {
     ImGui::PushStyleColor(ImGuiCol_Text, colors::kAllocated);
     ImGui::TextWrapped("CUDA is not initialised yet: edits apply now (press Run > Restart to train).");

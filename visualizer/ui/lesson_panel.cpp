@@ -2,8 +2,10 @@
 // (lesson::Document blocks, drawn here), the prediction is asked before the step runs, and the
 // checks come back from the lesson thread (LessonDriver) as PASS or FAIL per claim.
 #include <algorithm>
+#include <cfloat>
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 #include <imgui.h>
 #include <imgui_stdlib.h>  // defines: ImGui::InputText for std::string
@@ -17,20 +19,45 @@ namespace {
 using lesson::Block;
 using lesson::Lang;
 
+constexpr std::string_view kNoBreakSpace = "\u00A0";
+
+// Text wrapped at the window's edge by lesson::wrap_text. ImGui 1.86's TextWrapped breaks only at
+// spaces and after ASCII punctuation: Chinese lines end at the last space, far from the edge, and
+// `os.environ` is split at its dot. Later lines start where the first one does (after SameLine too);
+// `hanging`: see lesson::wrap_text (code).
+void wrapped(const std::string& text, std::string_view hanging = {}) {
+  ImFont* font = ImGui::GetFont();
+  const float size = ImGui::GetFontSize();
+  const float width = std::max(ImGui::GetContentRegionAvail().x, size);
+  std::string lines = lesson::wrap_text(text, width, [&](std::string_view s) {
+    return static_cast<double>(font->CalcTextSizeA(size, FLT_MAX, 0.0f, s.data(), s.data() + s.size()).x);
+  }, hanging);
+  // U+00A0 held a code span together while wrapping; it is drawn as a plain space.
+  for (size_t at = lines.find(kNoBreakSpace); at != std::string::npos; at = lines.find(kNoBreakSpace, at))
+    lines.replace(at, kNoBreakSpace.size(), " ");
+  ImGui::TextUnformatted(lines.data(), lines.data() + lines.size());
+}
+
 void colored_wrapped(ImU32 color, const std::string& text) {
   ImGui::PushStyleColor(ImGuiCol_Text, color);
-  ImGui::TextWrapped("%s", text.c_str());
+  wrapped(text);
   ImGui::PopStyleColor();
 }
 
-// A paragraph's spans as one wrapped text; code spans keep their backticks, links their address.
+// A paragraph's spans as one wrapped text; code spans keep their backticks (and, when short, stay
+// on one line: `device_ids=[1, 0]`), links their address.
 std::string inline_text(const std::vector<lesson::Span>& spans) {
   std::string out;
   for (const lesson::Span& s : spans) {
-    if (s.style & lesson::Span::code)
-      out += "`" + s.text + "`";
-    else
+    if (s.style & lesson::Span::code) {
+      std::string code = s.text;
+      if (lesson::display_width(code) <= 40)
+        for (size_t at = code.find(' '); at != std::string::npos; at = code.find(' ', at))
+          code.replace(at, 1, kNoBreakSpace);
+      out += "`" + code + "`";
+    } else {
       out += s.text;
+    }
     if ((s.style & lesson::Span::link) && !s.href.empty() && s.href != s.text) out += " (" + s.href + ")";
   }
   return out;
@@ -50,7 +77,7 @@ void draw_document(const lesson::Document& doc) {
         if (b.quote_depth > 0)
           colored_wrapped(colors::kTextDim, inline_text(b.spans));
         else
-          ImGui::TextWrapped("%s", inline_text(b.spans).c_str());
+          wrapped(inline_text(b.spans));
         break;
       case Block::Kind::list_item: {
         char marker[16];
@@ -60,7 +87,7 @@ void draw_document(const lesson::Document& doc) {
           std::snprintf(marker, sizeof marker, "-");
         ImGui::TextUnformatted(marker);
         ImGui::SameLine();
-        ImGui::TextWrapped("%s", inline_text(b.spans).c_str());
+        wrapped(inline_text(b.spans));
         break;
       }
       case Block::Kind::code: {
@@ -68,7 +95,7 @@ void draw_document(const lesson::Document& doc) {
         std::string code = b.code;
         if (!code.empty() && code.back() == '\n') code.pop_back();
         ImGui::Indent(8.0f);
-        ImGui::TextUnformatted(code.c_str());
+        wrapped(code, "    ");  // a long line wraps, indented, rather than running past the edge
         ImGui::Unindent(8.0f);
         ImGui::PopStyleColor();
         break;
@@ -166,7 +193,7 @@ void LessonPanel::draw_frame(AppState& app, const Snapshot& snap) {
       ImGui::TextUnformatted(c.pass ? "PASS" : "FAIL");
       ImGui::PopStyleColor();
       ImGui::SameLine();
-      ImGui::TextWrapped("%s", c.check->claim.in(lang).c_str());
+      wrapped(c.check->claim.in(lang));
       if (!c.pass || ImGui::IsItemHovered())
         colored_wrapped(colors::kTextDim, "  " + c.check->observable + " = " + c.actual +
                                               (c.detail.empty() ? "" : "  (" + c.detail + ")"));
@@ -186,10 +213,19 @@ void LessonPanel::draw_frame(AppState& app, const Snapshot& snap) {
   }
   if (step->prediction) {
     const lesson::Prediction& p = *step->prediction;
-    ImGui::TextWrapped("%s %s", zh ? "预测：" : "Predict:", p.question.in(lang).c_str());
+    wrapped(std::string(zh ? "预测：" : "Predict: ") + p.question.in(lang));
     if (!p.choices.empty()) {
+      const ImGuiStyle& style = ImGui::GetStyle();
+      float x = 0;  // where the next choice would start on this row
       for (size_t i = 0; i < p.choices.size(); ++i) {
-        if (i > 0) ImGui::SameLine();
+        // Choices side by side while they fit ("cuda:0 = GPU 0, cuda:1 = GPU 2" needs a row).
+        const float w = ImGui::GetFrameHeight() + style.ItemInnerSpacing.x + ImGui::CalcTextSize(p.choices[i].c_str()).x;
+        if (i > 0 && x + style.ItemSpacing.x + w <= ImGui::GetContentRegionAvail().x) {
+          ImGui::SameLine();
+          x += style.ItemSpacing.x + w;
+        } else {
+          x = w;
+        }
         if (ImGui::RadioButton(p.choices[i].c_str(), answer == p.choices[i] && answered_step == v.step)) {
           answer = p.choices[i];
           answered_step = v.step;
@@ -203,9 +239,13 @@ void LessonPanel::draw_frame(AppState& app, const Snapshot& snap) {
       std::string why;
       const std::optional<lesson::Value> real = lesson::lookup(p.observable, outcome->observables, {}, &why);
       const bool right = real && lesson::answer_matches(p, *real, answer);
-      colored_wrapped(right ? colors::kAllocated : colors::kWarning,
-                      std::string(right ? (zh ? "答对了：" : "Right: ") : (zh ? "实际是：" : "Actually: ")) +
-                          (outcome->prediction ? outcome->prediction->answer : (real ? lesson::format_value(*real) : why)));
+      const std::string actual = outcome->prediction ? outcome->prediction->answer : (real ? lesson::format_value(*real) : why);
+      if (right)
+        colored_wrapped(colors::kAllocated, std::string(zh ? "答对了：" : "Right: ") + actual);
+      else if (real && !lesson::answer_is_judged(p, *real))  // an open question: compare for yourself
+        colored_wrapped(colors::kText, std::string(zh ? "实际结果：" : "The runtime says: ") + actual);
+      else
+        colored_wrapped(colors::kWarning, std::string(zh ? "实际是：" : "Actually: ") + actual);
     } else if (outcome && outcome->prediction) {
       colored_wrapped(colors::kTextDim, std::string(zh ? "实际结果：" : "The runtime says: ") + outcome->prediction->answer);
     }

@@ -2,6 +2,7 @@
 #include "model.h"
 
 #include <algorithm>
+#include <string_view>
 
 namespace furnace::viz {
 namespace {
@@ -108,6 +109,7 @@ void SnapshotBuilder::ingest(const FeedDelta& delta, double now_s) {
     snap_.run.generation = delta.status.generation;
   }
   snap_.run = delta.status;
+  snap_.training.accumulation = std::max(1, snap_.run.accumulation);
   for (const TraceEvent& e : delta.events) add_event(e);
   for (const Progress& p : delta.progress) add_progress(p);
   snap_.events_dropped += delta.dropped;
@@ -161,6 +163,10 @@ void SnapshotBuilder::add_event(const TraceEvent& e) {
       add_phase(e);
       break;
     case EventKind::step:
+      if (std::string_view(e.name) == "micro_step") {  // accumulation: micro-batch e.step of a group
+        snap_.training.micro_step = static_cast<int>(e.step) + 1;
+        break;
+      }
       if (!pending_.spans.empty() && pending_.step < e.step) {
         pending_.loss = static_cast<float>(e.value);
         finish_step();

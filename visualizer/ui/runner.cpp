@@ -94,6 +94,7 @@ void Runner::run_one(const RunRequest& request, int generation) {
   RunStatus status;
   status.generation = generation;
   status.scenario = describe_scenario(sc);
+  status.accumulation = sc.accum;
   status.visible_devices = request.visible_devices.value_or("");
   Topology topology;
   try {

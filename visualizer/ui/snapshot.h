@@ -145,6 +145,7 @@ struct RunStatus {
   std::string scenario;          // "MLP 784-512-512-10, batch 256, ... on dgx-h100 (sim)"
   bool cuda_initialised = false; // the process has used a device: CUDA_VISIBLE_DEVICES is frozen
   std::string visible_devices;   // the CUDA_VISIBLE_DEVICES value the run started with
+  int accumulation = 1;          // micro-batches per optimizer step (Scenario::accum)
   int generation = 0;            // counts restarts
 };
 

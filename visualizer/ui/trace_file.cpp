@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -172,8 +173,12 @@ TimelineData parse_chrome_trace(const std::string& text, const std::string& orig
 }
 
 TimelineData load_chrome_trace(const std::string& path) {
+  // Not a device or a folder: /dev/zero would be read until memory runs out.
+  std::error_code ec;
+  FURNACE_CHECK(!std::filesystem::exists(path, ec) || std::filesystem::is_regular_file(path, ec))
+      << printable(path) << ": not a regular file (a trace is a JSON file)";
   std::ifstream f(path, std::ios::binary);
-  FURNACE_CHECK(f.good()) << path << ": cannot open the trace file";
+  FURNACE_CHECK(f.good()) << printable(path) << ": cannot open the trace file";
   std::ostringstream ss;
   ss << f.rdbuf();
   return parse_chrome_trace(ss.str(), path);

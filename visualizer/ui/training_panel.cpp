@@ -35,10 +35,15 @@ void curve(const char* label, const std::vector<float>& v, ImVec2 size, ImU32 co
   }
   dl->AddText(ImVec2(a.x + 4, a.y + 2), col, label);
   const ImVec2 s = ImGui::CalcTextSize(buf);
-  dl->AddText(ImVec2(b.x - s.x - 4, a.y + 2), colors::kText, buf);
+  // The value at the top right, or under the label when the two would overlap (a narrow panel).
+  const float line = ImGui::GetTextLineHeight();
+  if (a.x + 4 + ImGui::CalcTextSize(label).x + 8 <= b.x - s.x - 4)
+    dl->AddText(ImVec2(b.x - s.x - 4, a.y + 2), colors::kText, buf);
+  else
+    dl->AddText(ImVec2(a.x + 4, a.y + 2 + line), colors::kText, buf);
   std::snprintf(buf, sizeof buf, "%.3g", hi);
   const float hw = ImGui::CalcTextSize(buf).x;
-  dl->AddText(ImVec2(b.x - hw - 4, a.y + 2 + ImGui::GetTextLineHeight()), colors::kTextDim, buf);
+  dl->AddText(ImVec2(b.x - hw - 4, a.y + 2 + line), colors::kTextDim, buf);
   std::snprintf(buf, sizeof buf, "%.3g", lo);
   dl->AddText(ImVec2(b.x - ImGui::CalcTextSize(buf).x - 4, b.y - ImGui::GetTextLineHeight() - 2), colors::kTextDim, buf);
   ImGui::Dummy(size);

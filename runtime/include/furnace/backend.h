@@ -122,6 +122,10 @@ std::vector<std::string> available_backends();   // built backends, "cuda" first
 // built and a CUDA device is present, else "sim". Anything other than "auto" comes back unchanged.
 std::string resolve_backend_name(const std::string& name);
 bool cuda_backend_built();
+// $FURNACE_NCCL for the cuda backend's DataParallel collectives: unset, empty or "1" uses NCCL
+// where it was built, "0" peer copies; anything else is an error (a typo such as "off" would
+// otherwise leave NCCL on without a word).
+bool nccl_requested();
 int cuda_device_count();  // real CUDA devices; 0 when not built or no driver/device
 std::unique_ptr<Backend> make_backend(const std::string& name, const Topology& topology,
                                       TraceBus* trace);

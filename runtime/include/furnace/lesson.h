@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -72,6 +73,15 @@ std::string render_terminal(const Document& doc, int width = 80, bool color = fa
 std::string spans_text(const std::vector<Span>& spans);
 // Display width of UTF-8 text (CJK and fullwidth characters count 2).
 int display_width(std::string_view utf8);
+// Breaks `text` into lines no wider than `width` as `measure` (the caller's units: pixels of its
+// font) measures them, for drawing lesson text in a proportional font. A line breaks at spaces
+// (the space at the break is dropped, others kept, indentation too) and between two CJK
+// characters, never before closing punctuation (，。）”) nor after opening punctuation (（“);
+// U+00A0 joins like a letter. A token wider than a line is cut where it overflows. Returns the
+// lines joined by '\n' ('\n' in `text` starts a new line). `hanging` (code): the lines a break
+// makes start with their line's indentation plus `hanging`, so they read as a continuation.
+std::string wrap_text(std::string_view text, double width, const std::function<double(std::string_view)>& measure,
+                      std::string_view hanging = {});
 
 // ---- [SECTION] values ---------------------------------------------------------------------------
 
@@ -123,7 +133,7 @@ struct StepScenario {
   std::vector<int64_t> overflow_at;                    // scaler
   std::string story;                                   // machine
   int part = 1;                                        // machine
-  std::vector<std::string> keys;                       // the keys the file set, in file order
+  std::vector<std::string> keys;                       // the keys the file set, in FORMAT.md's order
 };
 
 struct Expectation {
@@ -254,6 +264,10 @@ PredictionResult prediction_answer(const Prediction& p, const Observables& own);
 // Whether a learner's answer matches the real value (FORMAT.md, "Predictions"): case, spaces,
 // brackets and quotes ignored; numbers compared as numbers; a choice may be given by its number.
 bool answer_matches(const Prediction& p, const Value& real, std::string_view answer);
+// Whether a wrong answer is called wrong: not for an open question (no choices) answered by a
+// message, "What happens?" -> "Invalid device id", where "it fails" is a fair answer that no
+// comparison can judge. Such an answer is shown next to the real one instead.
+bool answer_is_judged(const Prediction& p, const Value& real);
 
 // ---- [SECTION] a lesson run ---------------------------------------------------------------------
 

@@ -29,6 +29,15 @@ bool cuda_backend_built() {
 #endif
 }
 
+bool nccl_requested() {
+  const char* env = std::getenv("FURNACE_NCCL");
+  if (!env || !*env) return true;
+  const std::string v = env;
+  FURNACE_CHECK(v == "0" || v == "1") << "FURNACE_NCCL='" << printable(v)
+                                      << "' must be 0 (peer copies) or 1 (NCCL where it was built)";
+  return v == "1";
+}
+
 int cuda_device_count() {
 #ifdef FURNACE_WITH_CUDA
   return cuda::device_count();
@@ -60,6 +69,7 @@ std::unique_ptr<Backend> make_backend(const std::string& requested, const Topolo
   const std::string name = resolve_backend_name(requested);
   if (name == "sim") return make_sim_backend(topology, trace);
   if (name == "cuda") {
+    (void)nccl_requested();  // checked before CUDA is touched: the same answer with or without a GPU
 #ifdef FURNACE_WITH_CUDA
     FURNACE_CHECK(cuda::device_count() > 0)
         << "--backend cuda: no CUDA-capable device is detected (use --backend sim)";

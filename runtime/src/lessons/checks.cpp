@@ -217,6 +217,10 @@ PredictionResult prediction_answer(const Prediction& p, const Observables& own) 
   return r;
 }
 
+bool answer_is_judged(const Prediction& p, const Value& real) {
+  return !p.choices.empty() || real.type != Value::Type::string;
+}
+
 bool answer_matches(const Prediction& p, const Value& real, std::string_view answer) {
   std::string given(answer);
   // A choice by its number: "2" -> the second choice's text (unless the real value is a number,

@@ -13,7 +13,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -23,6 +22,7 @@
 #include "furnace/machine_scenarios.h"  // defines: machine_scenarios
 #include "furnace/process.h"            // defines: kCudaVisibleDevices, kCudaDeviceOrder
 #include "furnace/topology.h"           // defines: load_topology
+#include "lessons/lesson_names.h"       // defines: names::is_slug, parse_ref, parse_step_heading
 #include "machine/toml_guard.h"         // defines: toml_ascii
 
 #ifndef FURNACE_DEFAULT_LESSONS_DIR
@@ -184,12 +184,6 @@ const std::vector<std::string>& all_scenario_keys() {
 
 std::vector<int> to_ints(const std::vector<int64_t>& v) { return {v.begin(), v.end()}; }
 
-// "cpu" or "cuda:N".
-bool valid_place(const std::string& s) {
-  static const std::regex re("cpu|cuda:[0-9]{1,3}");
-  return std::regex_match(s, re);
-}
-
 StepScenario read_scenario(const Fields* f, const ActionInfo& action) {
   StepScenario s;
   Scenario& sc = s.scenario;
@@ -246,7 +240,7 @@ StepScenario read_scenario(const Fields* f, const ActionInfo& action) {
       sc.output_device = static_cast<int>(f->integer_of(n, k));
     } else if (k == "model_device" || k == "input_device") {
       const std::string v = f->string_of(n, k);
-      if (!valid_place(v)) f->fail(&n, "'" + k + "' must be \"cpu\" or \"cuda:N\" (got '" + printable(v) + "')");
+      if (!names::is_place(v)) f->fail(&n, "'" + k + "' must be \"cpu\" or \"cuda:N\" (got '" + printable(v) + "')");
       (k == "model_device" ? s.model_device : s.input_device) = v;
     } else if (k == "batch") {
       sc.batch = positive(f->integer_of(n, k), 1);
@@ -309,6 +303,12 @@ StepScenario read_scenario(const Fields* f, const ActionInfo& action) {
       s.part = static_cast<int>(positive(f->integer_of(n, k), 1));
     }
   }
+  // TOML tables come back sorted by name; keep the keys in the order they take effect (FORMAT.md's
+  // table): "free [0,2], empty_cache()" rather than "empty_cache(), free [0,2]".
+  auto rank = [](const std::string& k) {
+    return std::find(all_scenario_keys().begin(), all_scenario_keys().end(), k) - all_scenario_keys().begin();
+  };
+  std::stable_sort(s.keys.begin(), s.keys.end(), [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
   // What the CLI does too: model.cuda(device_ids[0]) before wrapping, unless `device` is given.
   if (sc.parallel == "dp" && sc.device_ids && !sc.device_ids->empty() &&
       std::find(s.keys.begin(), s.keys.end(), "device") == s.keys.end())
@@ -352,14 +352,13 @@ const ObservableInfo* find_observable(const ActionInfo& action, const std::strin
 // Resolves "NAME", "NAME[i]", "STEP.NAME[i]" for step `index` of `steps`; fails with the line.
 RefInfo resolve_ref(const std::string& ref, const std::vector<Step>& steps, size_t index, bool allow_other_step,
                     const Fields& f, const toml::node* where) {
-  static const std::regex re(R"(^(?:([a-z0-9-]+)\.)?([a-z_0-9]+)(\[([0-9]{1,6})\])?$)");
-  std::smatch m;
-  if (!std::regex_match(ref, m, re))
+  const std::optional<names::Ref> m = names::parse_ref(ref);
+  if (!m)
     f.fail(where, "'" + printable(ref) + "' is not an observable name (NAME, NAME[i] or STEP.NAME)");
   const ActionInfo* action = find_action(steps[index].action);
-  if (m[1].matched) {
+  if (m->step) {
     if (!allow_other_step) f.fail(where, "a prediction is about its own step: '" + ref + "' names another step");
-    const std::string step_id = m[1];
+    const std::string& step_id = *m->step;
     const auto it = std::find_if(steps.begin(), steps.begin() + static_cast<std::ptrdiff_t>(index),
                                  [&](const Step& s) { return s.id == step_id; });
     if (it == steps.begin() + static_cast<std::ptrdiff_t>(index)) {
@@ -368,7 +367,7 @@ RefInfo resolve_ref(const std::string& ref, const std::vector<Step>& steps, size
     }
     action = find_action(it->action);
   }
-  const std::string name = m[2];
+  const std::string& name = m->name;
   const ObservableInfo* o = find_observable(*action, name);
   if (!o) {
     std::vector<std::string> names{"error", "warnings"};
@@ -379,9 +378,9 @@ RefInfo resolve_ref(const std::string& ref, const std::vector<Step>& steps, size
     f.fail(where, "unknown observable '" + name + "' (action '" + action->name + "' produces: " + all + ")" +
                       (hint.rfind("did", 0) == 0 ? "; " + hint : ""));
   }
-  if (m[3].matched && o->type != Value::Type::array)
+  if (m->indexed && o->type != Value::Type::array)
     f.fail(where, "'" + ref + "': '" + name + "' is not an array, it cannot be indexed");
-  return {*o, m[3].matched};
+  return {*o, m->indexed};
 }
 
 // ---- [SECTION] checks and predictions -----------------------------------------------------------
@@ -480,6 +479,8 @@ Prediction read_prediction(const Fields& f, const std::vector<Step>& steps, size
 // ---- [SECTION] text -----------------------------------------------------------------------------
 
 std::string read_file(const fs::path& p) {
+  std::error_code ec;  // a FIFO or a device would block or never end
+  FURNACE_CHECK(!fs::exists(p, ec) || fs::is_regular_file(p, ec)) << p.string() << ": not a regular file";
   std::ifstream in(p, std::ios::binary);
   FURNACE_CHECK(in) << p.string() << ": cannot open";
   std::ostringstream os;
@@ -492,7 +493,6 @@ void attach_text(Lesson& lesson, Lang lang, const fs::path& file) {
   FURNACE_CHECK(fs::exists(file)) << file.string() << ": missing: a lesson has its text in en.md and zh.md";
   const std::string origin = file.string();
   const Document doc = parse_markdown(read_file(file), origin);
-  static const std::regex heading_id(R"(^(.*?)\s*\{#([a-z0-9-]+)\}\s*$)");
   Document* into = lang == Lang::zh ? &lesson.intro_zh : &lesson.intro_en;
   std::vector<bool> seen(lesson.steps.size(), false);
   std::vector<int> heading_line(lesson.steps.size(), 0);
@@ -511,22 +511,22 @@ void attach_text(Lesson& lesson, Lang lang, const fs::path& file) {
       continue;
     }
     const std::string text = spans_text(b.spans);
-    std::smatch m;
-    FURNACE_CHECK(std::regex_match(text, m, heading_id))
-        << origin << ":" << b.line << ": '## " << text << "' has no step id: write '## Title {#step-id}'";
-    const int i = lesson.step_index(m[2].str());
-    FURNACE_CHECK(i >= 0) << origin << ":" << b.line << ": no step '" << m[2].str() << "' in lesson.toml";
+    const std::optional<names::StepHeading> m = names::parse_step_heading(text);
+    FURNACE_CHECK(m.has_value())
+        << origin << ":" << b.line << ": '## " << printable(text) << "' has no step id: write '## Title {#step-id}'";
+    const int i = lesson.step_index(m->id);
+    FURNACE_CHECK(i >= 0) << origin << ":" << b.line << ": no step '" << m->id << "' in lesson.toml";
     FURNACE_CHECK(!seen[static_cast<size_t>(i)])
-        << origin << ":" << b.line << ": a second section for step '" << m[2].str() << "'";
+        << origin << ":" << b.line << ": a second section for step '" << m->id << "'";
     FURNACE_CHECK(static_cast<size_t>(i) == next)
-        << origin << ":" << b.line << ": step '" << m[2].str() << "' comes before step '" << lesson.steps[next].id
+        << origin << ":" << b.line << ": step '" << m->id << "' comes before step '" << lesson.steps[next].id
         << "': the sections follow the order of the steps in lesson.toml";
     seen[static_cast<size_t>(i)] = true;
     heading_line[static_cast<size_t>(i)] = b.line;
     ++next;
     Step& step = lesson.steps[static_cast<size_t>(i)];
-    (lang == Lang::zh ? step.title.zh : step.title.en) = m[1].str();
-    FURNACE_CHECK(!m[1].str().empty()) << origin << ":" << b.line << ": the heading of step '" << step.id << "' has no title";
+    (lang == Lang::zh ? step.title.zh : step.title.en) = m->title;
+    FURNACE_CHECK(!m->title.empty()) << origin << ":" << b.line << ": the heading of step '" << step.id << "' has no title";
     into = lang == Lang::zh ? &step.text_zh : &step.text_en;
     into->blocks.clear();
   }
@@ -560,9 +560,8 @@ Lesson read_lesson_toml(const fs::path& folder) {
   l.dir = folder.string();
   l.id = top.string("id");
   const std::string folder_name = folder.filename().string();
-  if (l.id != folder_name) top.fail(top.find("id"), "id '" + printable(l.id) + "' must equal the folder name '" + folder_name + "'");
-  static const std::regex id_re("^[0-9]{2}-[a-z0-9]+(-[a-z0-9]+)*$");
-  if (!std::regex_match(l.id, id_re)) top.fail(top.find("id"), "id '" + printable(l.id) + "' must look like NN-slug (01-single-card)");
+  if (l.id != folder_name) top.fail(top.find("id"), "id '" + printable(l.id) + "' must equal the folder name '" + printable(folder_name) + "'");
+  if (!names::is_lesson_id(l.id)) top.fail(top.find("id"), "id '" + printable(l.id) + "' must look like NN-slug (01-single-card)");
   l.order = static_cast<int>(top.integer("order"));
   l.title = top.text("title");
   l.summary = top.text("summary");
@@ -575,7 +574,6 @@ Lesson read_lesson_toml(const fs::path& folder) {
   if (!steps.is_array_of_tables() || steps.as_array()->empty())
     top.fail(&steps, "'step' must be one or more [[step]] tables");
 
-  static const std::regex step_id_re("^[a-z0-9]+(-[a-z0-9]+)*$");
   for (const toml::node& node : *steps.as_array()) {
     const size_t index = l.steps.size();
     Fields f(*node.as_table(), origin, "step " + std::to_string(index + 1));
@@ -583,7 +581,7 @@ Lesson read_lesson_toml(const fs::path& folder) {
     Step s;
     s.line = f.line();
     s.id = f.string("id");
-    if (!std::regex_match(s.id, step_id_re)) f.fail(f.find("id"), "step id '" + printable(s.id) + "' must be lower-case words joined by '-'");
+    if (!names::is_slug(s.id)) f.fail(f.find("id"), "step id '" + printable(s.id) + "' must be lower-case words joined by '-'");
     if (l.find_step(s.id)) f.fail(f.find("id"), "a second step with id '" + s.id + "'");
     Fields sf(*node.as_table(), origin, "step '" + s.id + "'");
     s.panel = sf.string("panel");

@@ -2,7 +2,7 @@
 // renderer and the visualizer both draw, and the terminal renderer itself (CJK-aware wrapping).
 // Not here: how a lesson's text is split into steps (loader.cpp).
 //
-// [SECTION] UTF-8 and display width  [SECTION] parsing  [SECTION] terminal rendering
+// [SECTION] parsing  [SECTION] terminal rendering
 #include <md4c.h>  // defines: md_parse, MD_PARSER, MD_BLOCK_*, MD_SPAN_*, MD_TEXT_*
 
 #include <algorithm>
@@ -12,42 +12,10 @@
 
 #include "furnace/error.h"   // defines: FURNACE_CHECK, FURNACE_FAIL
 #include "furnace/lesson.h"  // defines: Document, Block, Span, parse_markdown, render_terminal
+#include "lessons/cjk_text.h"  // defines: next_code_point, is_wide, is_*_punctuation
 
 namespace furnace::lesson {
 namespace {
-
-// ---- [SECTION] UTF-8 and display width ----------------------------------------------------------
-
-// Decodes one code point at s[i], advancing i (invalid bytes count as one replacement character).
-char32_t next_code_point(std::string_view s, size_t& i) {
-  const auto b = static_cast<unsigned char>(s[i]);
-  int n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 1;
-  if (i + static_cast<size_t>(n) > s.size()) n = 1;
-  char32_t c = n == 1 ? b : n == 2 ? (b & 0x1F) : n == 3 ? (b & 0x0F) : (b & 0x07);
-  for (int k = 1; k < n; ++k) c = (c << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-  i += static_cast<size_t>(n);
-  return c;
-}
-
-bool is_wide(char32_t c) {
-  return (c >= 0x1100 && c <= 0x115F) || (c >= 0x2E80 && c <= 0x303E) || (c >= 0x3041 && c <= 0x33FF) ||
-         (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0xA000 && c <= 0xA4CF) ||
-         (c >= 0xAC00 && c <= 0xD7A3) || (c >= 0xF900 && c <= 0xFAFF) || (c >= 0xFE30 && c <= 0xFE4F) ||
-         (c >= 0xFF00 && c <= 0xFF60) || (c >= 0xFFE0 && c <= 0xFFE6) || (c >= 0x20000 && c <= 0x3FFFD);
-}
-
-// Full-width punctuation (，。：（）「」…): no space is needed on either side of it.
-bool is_cjk_punctuation(char32_t c) {
-  return (c >= 0x3000 && c <= 0x303F) || (c >= 0xFF01 && c <= 0xFF0F) || (c >= 0xFF1A && c <= 0xFF20) ||
-         (c >= 0xFF3B && c <= 0xFF40) || (c >= 0xFF5B && c <= 0xFF65) || c == 0x2026;
-}
-
-// Chinese punctuation that must not start a line (it stays with the character before it).
-bool is_closing_punctuation(char32_t c) {
-  static constexpr char32_t kClosing[] = {U'，', U'。', U'、', U'；', U'：', U'？', U'！', U'）',
-                                          U'」', U'』', U'》', U'〉', U'”', U'’', U'…', U'．'};
-  return std::find(std::begin(kClosing), std::end(kClosing), c) != std::end(kClosing);
-}
 
 // ---- [SECTION] parsing --------------------------------------------------------------------------
 
@@ -253,15 +221,27 @@ char32_t last_code_point(std::string_view s) {
   return next_code_point(s, i);
 }
 
+// Whether a soft line break between `prev` and `next` is read as nothing (Chinese text wrapped in
+// the source) rather than as a space (between Latin words).
+bool soft_break_joins(char32_t prev, char32_t next) {
+  if (is_cjk_punctuation(prev) || is_cjk_punctuation(next)) return true;
+  return (is_wide(prev) || is_shared_punctuation(prev)) && (is_wide(next) || is_shared_punctuation(next)) &&
+         (is_wide(prev) || is_wide(next));
+}
+
 // A soft line break is a space between Latin words but nothing between two CJK characters
-// (Chinese text wrapped in the source must not gain spaces). The neighbours may sit in the spans
-// before and after (`进程\n**第一次**`).
+// (Chinese text wrapped in the source must not gain spaces), nor between a CJK character and
+// the quotes or dashes next to it (“2”\n这个). The neighbours may sit in the spans before and
+// after (`进程\n**第一次**`). Code counts as Latin text: Chinese text keeps a space next to it
+// (计\n`字节数 / 带宽`), and a line break inside a code span is a space.
 void resolve_soft_breaks(std::vector<Span>& spans) {
+  constexpr char32_t kLatin = U'a';
   for (size_t k = 0; k < spans.size(); ++k) {
     const std::string& s = spans[k].text;
+    const bool code = spans[k].style & Span::code;
     std::string out;
     size_t i = 0;
-    char32_t prev = k > 0 ? last_code_point(spans[k - 1].text) : 0;
+    char32_t prev = k == 0 ? 0 : (spans[k - 1].style & Span::code) ? kLatin : last_code_point(spans[k - 1].text);
     while (i < s.size()) {
       if (s[i] == '\x1f') {
         ++i;
@@ -269,9 +249,9 @@ void resolve_soft_breaks(std::vector<Span>& spans) {
         char32_t next = j < s.size() ? next_code_point(s, j) : 0;
         for (size_t n = k + 1; next == 0 && n < spans.size(); ++n) {
           size_t z = 0;
-          if (!spans[n].text.empty()) next = next_code_point(spans[n].text, z);
+          if (!spans[n].text.empty()) next = (spans[n].style & Span::code) ? kLatin : next_code_point(spans[n].text, z);
         }
-        if (!(is_wide(prev) && is_wide(next)) && !is_cjk_punctuation(prev) && !is_cjk_punctuation(next)) out += ' ';
+        if (code || !soft_break_joins(prev, next)) out += ' ';
         continue;
       }
       const size_t start = i;
@@ -339,19 +319,27 @@ struct Piece {
   int width = 0;
   bool space_after = false;
   bool newline_after = false;  // a hard break
+  bool opens = false;          // ends with opening punctuation: the next piece joins it
 };
 
-std::vector<Piece> pieces_of(const std::vector<Span>& spans, bool color) {
+// `width`: the line width; a code span narrower than it is one piece (`device_ids=[1, 0]` is
+// never split at its space), a wider one breaks like text.
+std::vector<Piece> pieces_of(const std::vector<Span>& spans, bool color, int width) {
   std::vector<Piece> out;
   for (const Span& span : spans) {
     std::string text = span.text;
     if (span.style & Span::link && !span.href.empty() && span.href != text) text += " (" + span.href + ")";
     if (!color && (span.style & Span::code)) text = "`" + text + "`";
+    const bool whole = (span.style & Span::code) && text.find('\n') == std::string::npos &&
+                       display_width(text) < width;
     std::vector<Piece> mine;
     Piece cur;
+    bool opened = false;  // cur ends with opening punctuation: the next character joins it
     auto flush = [&] {
+      cur.opens = opened;
       if (!cur.text.empty()) mine.push_back(std::move(cur));
       cur = Piece{};
+      opened = false;
     };
     auto previous = [&]() -> Piece* {
       return !mine.empty() ? &mine.back() : !out.empty() ? &out.back() : nullptr;
@@ -360,31 +348,49 @@ std::vector<Piece> pieces_of(const std::vector<Span>& spans, bool color) {
     while (i < text.size()) {
       const size_t start = i;
       const char32_t c = next_code_point(text, i);
+      const int w = is_wide(c) ? 2 : 1;
+      if (whole) {
+        cur.text.append(text, start, i - start);
+        cur.width += w;
+        continue;
+      }
       if (c == ' ' || c == '\t' || c == '\n') {
         flush();
         if (Piece* p = previous()) (c == '\n' ? p->newline_after : p->space_after) = true;
         continue;
       }
-      if (!is_wide(c)) {  // a Latin character joins the current word
+      // A Latin character joins the current word (a narrow closing mark such as ” after a CJK
+      // character joins the piece before it, below).
+      if (!is_wide(c) && !is_opening_punctuation(c) && !(is_closing_punctuation(c) && cur.text.empty())) {
         cur.text.append(text, start, i - start);
         cur.width += 1;
+        opened = false;
         continue;
       }
-      flush();
       Piece* p = previous();
-      if (is_closing_punctuation(c) && p && !p->space_after && !p->newline_after) {
-        p->text.append(text, start, i - start);  // never at the start of a line
-        p->width += 2;
+      if (is_closing_punctuation(c) && (!cur.text.empty() || (p && !p->space_after && !p->newline_after))) {
+        Piece& into = !cur.text.empty() ? cur : *p;  // never at the start of a line
+        into.text.append(text, start, i - start);
+        into.width += w;
+        if (&into == &cur) flush();  // a line may break after it
         continue;
       }
-      mine.push_back({text.substr(start, i - start), 2});
+      if (!opened) flush();
+      cur.text.append(text, start, i - start);
+      cur.width += w;
+      opened = is_opening_punctuation(c);
+      if (!opened) flush();  // one CJK character is one piece
     }
     flush();
     const char* on = !color ? "" : (span.style & Span::code) ? kCyan : (span.style & Span::strong) ? kBold : "";
     // A span that continues a word of the previous one ("**parallel**," or "`x`s") must not be
     // separated from it by a line break: its first piece joins the previous piece.
+    // The same when the previous piece ends with opening punctuation ("（" + "**DataParallel**").
+    size_t first = 0;
+    const char32_t c0 = text.empty() ? 0 : next_code_point(text, first);
     const bool glue = !mine.empty() && !out.empty() && !out.back().space_after && !out.back().newline_after &&
-                      !text.empty() && text[0] != ' ' && text[0] != '\n' && mine.front().width != 2;
+                      (out.back().opens || (c0 != 0 && c0 != ' ' && c0 != '\n' && !is_wide(c0) &&
+                                            !is_opening_punctuation(c0)));
     for (size_t k = 0; k < mine.size(); ++k) {
       Piece& p = mine[k];
       // Each piece coloured on its own, so a wrapped line never leaks a colour.
@@ -394,6 +400,7 @@ std::vector<Piece> pieces_of(const std::vector<Span>& spans, bool color) {
         out.back().width += p.width;
         out.back().space_after = p.space_after;
         out.back().newline_after = p.newline_after;
+        out.back().opens = p.opens;
         continue;
       }
       out.push_back(std::move(p));
@@ -457,7 +464,7 @@ std::string render_terminal(const Document& doc, int width, bool color) {
         std::vector<Span> spans = b.spans;
         for (Span& s : spans) s.style |= Span::strong;
         const std::string prefix = b.level <= 2 ? "" : std::string(static_cast<size_t>(b.level - 2), '#') + " ";
-        out += wrap(pieces_of(spans, color), width, quote + prefix, quote);
+        out += wrap(pieces_of(spans, color, width), width, quote + prefix, quote);
         if (b.level <= 2 && !color) {
           const int w = std::min(width, display_width(spans_text(b.spans)));
           out += quote + std::string(static_cast<size_t>(std::max(w, 1)), b.level == 1 ? '=' : '-') + "\n";
@@ -466,13 +473,13 @@ std::string render_terminal(const Document& doc, int width, bool color) {
       }
       case Block::Kind::paragraph: {
         const std::string pad(static_cast<size_t>(2 * b.level), ' ');
-        out += wrap(pieces_of(b.spans, color), width, quote + pad, quote + pad);
+        out += wrap(pieces_of(b.spans, color, width), width, quote + pad, quote + pad);
         break;
       }
       case Block::Kind::list_item: {
         const std::string pad(static_cast<size_t>(2 * (b.level - 1)), ' ');
         const std::string mark = b.number > 0 ? std::to_string(b.number) + ". " : "- ";
-        out += wrap(pieces_of(b.spans, color), width, quote + pad + mark,
+        out += wrap(pieces_of(b.spans, color, width), width, quote + pad + mark,
                     quote + pad + std::string(mark.size(), ' '));
         break;
       }

@@ -53,11 +53,11 @@ void Runtime::init() {
 
 void Runtime::check_ordinal(int device, const char* call) {
   init();
-  FURNACE_CHECK(device >= 0 && device < device_count())
+  const int n = device_count();
+  FURNACE_CHECK(device >= 0 && device < n)
       << "CUDA error: invalid device ordinal (" << call << (*call ? "(" : "cuda:") << device
-      << (*call ? ")" : "") << ": "
-      << backend_->describe_devices() << "; inside a process only cuda:0.." << device_count() - 1
-      << " exist)";
+      << (*call ? ")" : "") << ": " << backend_->describe_devices() << "; inside a process "
+      << (n == 1 ? "only cuda:0 exists" : "only cuda:0.." + std::to_string(n - 1) + " exist") << ")";
 }
 
 CachingAllocator& Runtime::allocator(int device) {

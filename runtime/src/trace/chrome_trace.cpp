@@ -4,6 +4,7 @@
 // perfectly; allocated/reserved bytes are a counter ("C") per device. Times are written in whole
 // nanoseconds (as microseconds with three decimals) so back-to-back events touch, never overlap.
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -108,6 +109,11 @@ std::string ChromeTraceWriter::to_json() const {
 }
 
 void ChromeTraceWriter::write(const std::string& path) const {
+  // Written to PATH.tmp, then renamed over PATH: a device or a folder there would be replaced
+  // (as root, /dev/null by a regular file).
+  std::error_code ec;
+  FURNACE_CHECK(!std::filesystem::exists(path, ec) || std::filesystem::is_regular_file(path, ec))
+      << "cannot write trace file '" << printable(path) << "': it exists and is not a regular file";
   std::string text = to_json();
   const std::string tmp = path + ".tmp";
   {

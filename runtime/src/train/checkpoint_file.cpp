@@ -259,7 +259,8 @@ Checkpoint parse_checkpoint(const uint8_t* data, size_t size, const std::string&
 }
 
 Checkpoint read_checkpoint(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (fstat below turns it away).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   FURNACE_CHECK(fd >= 0) << "checkpoint " << path << ": cannot open: " << errno_text();
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -283,6 +284,11 @@ Checkpoint read_checkpoint(const std::string& path) {
 }
 
 size_t save_checkpoint(const Checkpoint& ck, const std::string& path) {
+  // PATH.tmp is renamed over PATH: a device or a folder there would be replaced (as root,
+  // /dev/null by a regular file).
+  struct stat st {};
+  FURNACE_CHECK(::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode))
+      << "cannot save checkpoint " << path << ": it exists and is not a regular file";
   const std::vector<uint8_t> bytes = serialize_checkpoint(ck);
   const std::string tmp = path + ".tmp";
   auto fail = [&](const char* step, int fd) {

@@ -178,7 +178,7 @@ void two_jobs(MachineScenarioResult& r, const Topology& topo) {
   s.note("Both jobs train on \"cuda:0\" and \"cuda:1\": inside each process CUDA_VISIBLE_DEVICES "
          "renumbers the visible GPUs from 0, so the same names are different cards (job A's cuda:0 "
          "is GPU 0, job B's is GPU 2). Physical numbers mean nothing inside a masked process: "
-         "device_ids=[2,3] in job B would be 'invalid device ordinal'.");
+         "nn.DataParallel(model, device_ids=[2,3]) in job B raises 'AssertionError: Invalid device id'.");
   s.code(b.who(), "torch.cuda.memory_allocated(0), torch.cuda.memory_reserved(0)");
   s.out(b.who(), "(" + std::to_string(b.rt().memory_allocated(0)) + ", " +
                      std::to_string(b.rt().memory_reserved(0)) + ")  # " +

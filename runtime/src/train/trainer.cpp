@@ -158,8 +158,8 @@ TrainResult train(const Scenario& sc, TraceBus& trace, const ProgressFn& on_prog
   Runtime rt(make_backend(sc.backend, topology, &trace, sc.env), trace);
   rt.init();  // the first device use: CUDA_VISIBLE_DEVICES is read now ("No CUDA GPUs are available")
   FURNACE_CHECK(sc.device < rt.device_count())
-      << "invalid device ordinal " << sc.device << ": " << rt.describe_devices()
-      << "; inside the process only cuda:0.." << rt.device_count() - 1 << " exist";
+      << "invalid device ordinal " << sc.device << ": " << rt.describe_devices() << "; inside the process "
+      << (rt.device_count() == 1 ? "only cuda:0 exists" : "only cuda:0.." + std::to_string(rt.device_count() - 1) + " exist");
   rt.set_device(sc.device);
   ops::set_allow_tf32(rt, sc.allow_tf32);
   OpContext ctx{rt, sc.device, 0};

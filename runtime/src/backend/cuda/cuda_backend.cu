@@ -169,8 +169,7 @@ class CudaBackend final : public Backend, public DeviceResources {
     events_ = std::make_unique<EventTrace>(trace_, n);
     pinned_ = std::make_unique<PinnedPool>(pinned_host_);
     ops_ = make_cuda_ops(*this);
-    const char* nccl = std::getenv("FURNACE_NCCL");
-    use_nccl_ = !(nccl && std::strcmp(nccl, "0") == 0);
+    use_nccl_ = nccl_requested();
 #ifdef FURNACE_WITH_NCCL
     nccl_ = std::make_unique<NcclComms>();
 #endif
