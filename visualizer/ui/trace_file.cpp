@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -13,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "furnace/error.h"  // defines: FURNACE_CHECK, FURNACE_FAIL, printable
+#include "furnace/file_kind.h"  // defines: is_special_file
 
 namespace furnace::viz {
 namespace {
@@ -173,9 +173,7 @@ TimelineData parse_chrome_trace(const std::string& text, const std::string& orig
 }
 
 TimelineData load_chrome_trace(const std::string& path) {
-  // Not a device or a folder: /dev/zero would be read until memory runs out.
-  std::error_code ec;
-  FURNACE_CHECK(!std::filesystem::exists(path, ec) || std::filesystem::is_regular_file(path, ec))
+  FURNACE_CHECK(!is_special_file(path))
       << printable(path) << ": not a regular file (a trace is a JSON file)";
   std::ifstream f(path, std::ios::binary);
   FURNACE_CHECK(f.good()) << printable(path) << ": cannot open the trace file";

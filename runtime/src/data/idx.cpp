@@ -18,6 +18,7 @@
 #include <sstream>      // defines: std::ostringstream
 
 #include "furnace/error.h"  // defines: FURNACE_CHECK, FURNACE_ASSERT
+#include "furnace/file_kind.h"  // defines: is_special_file
 
 namespace furnace {
 namespace {
@@ -50,9 +51,7 @@ using GzHandle = std::unique_ptr<gzFile_s, GzCloser>;
 
 GzHandle open_gz(const std::string& path) {
   FURNACE_CHECK(!fs::is_directory(path)) << path << ": cannot open: is a directory";
-  // A FIFO or a device would block or never end: only regular files (gzopen follows links).
-  std::error_code ec;
-  FURNACE_CHECK(!fs::exists(path, ec) || fs::is_regular_file(path, ec)) << path << ": cannot open: not a regular file";
+  FURNACE_CHECK(!is_special_file(path)) << path << ": cannot open: not a regular file";
   errno = 0;
   gzFile f = gzopen(path.c_str(), "rb");
   const int err = errno;

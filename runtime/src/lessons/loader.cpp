@@ -18,6 +18,7 @@
 
 #include "furnace/allocator.h"          // defines: parse_size
 #include "furnace/error.h"              // defines: FURNACE_FAIL, Error
+#include "furnace/file_kind.h"  // defines: is_special_file
 #include "furnace/lesson.h"             // defines: Lesson, load_lesson, load_lessons
 #include "furnace/machine_scenarios.h"  // defines: machine_scenarios
 #include "furnace/process.h"            // defines: kCudaVisibleDevices, kCudaDeviceOrder
@@ -479,8 +480,7 @@ Prediction read_prediction(const Fields& f, const std::vector<Step>& steps, size
 // ---- [SECTION] text -----------------------------------------------------------------------------
 
 std::string read_file(const fs::path& p) {
-  std::error_code ec;  // a FIFO or a device would block or never end
-  FURNACE_CHECK(!fs::exists(p, ec) || fs::is_regular_file(p, ec)) << p.string() << ": not a regular file";
+  FURNACE_CHECK(!is_special_file(p)) << p.string() << ": not a regular file";
   std::ifstream in(p, std::ios::binary);
   FURNACE_CHECK(in) << p.string() << ": cannot open";
   std::ostringstream os;

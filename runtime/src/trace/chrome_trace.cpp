@@ -4,12 +4,12 @@
 // perfectly; allocated/reserved bytes are a counter ("C") per device. Times are written in whole
 // nanoseconds (as microseconds with three decimals) so back-to-back events touch, never overlap.
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "furnace/error.h"
+#include "furnace/file_kind.h"  // defines: is_special_file
 #include "furnace/trace.h"
 
 namespace furnace {
@@ -109,10 +109,8 @@ std::string ChromeTraceWriter::to_json() const {
 }
 
 void ChromeTraceWriter::write(const std::string& path) const {
-  // Written to PATH.tmp, then renamed over PATH: a device or a folder there would be replaced
-  // (as root, /dev/null by a regular file).
-  std::error_code ec;
-  FURNACE_CHECK(!std::filesystem::exists(path, ec) || std::filesystem::is_regular_file(path, ec))
+  // Written to PATH.tmp, then renamed over PATH.
+  FURNACE_CHECK(!is_special_file(path))
       << "cannot write trace file '" << printable(path) << "': it exists and is not a regular file";
   std::string text = to_json();
   const std::string tmp = path + ".tmp";

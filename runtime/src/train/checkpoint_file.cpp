@@ -23,6 +23,7 @@
 
 #include "furnace/checkpoint.h"
 #include "furnace/error.h"
+#include "furnace/file_kind.h"  // defines: is_special_file
 #include "train/checkpoint_meta.h"  // defines: checkpoint_meta_json, parse_checkpoint_meta
 
 namespace furnace {
@@ -284,10 +285,8 @@ Checkpoint read_checkpoint(const std::string& path) {
 }
 
 size_t save_checkpoint(const Checkpoint& ck, const std::string& path) {
-  // PATH.tmp is renamed over PATH: a device or a folder there would be replaced (as root,
-  // /dev/null by a regular file).
-  struct stat st {};
-  FURNACE_CHECK(::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode))
+  // PATH.tmp is renamed over PATH.
+  FURNACE_CHECK(!is_special_file(path))
       << "cannot save checkpoint " << path << ": it exists and is not a regular file";
   const std::vector<uint8_t> bytes = serialize_checkpoint(ck);
   const std::string tmp = path + ".tmp";
