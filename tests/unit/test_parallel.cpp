@@ -9,8 +9,10 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -380,22 +382,39 @@ TEST(Replicate, ReplicaZeroSharesTheModulesParametersAndBackwardSums) {
 
 // ---- parallel_apply -------------------------------------------------------------------------------
 
-TEST(ParallelApply, RunsTheReplicasConcurrentlyOneThreadEach) {
-  // Every worker waits until all four have started: run one after another, they never would.
+namespace {
+
+// Runs parallel_apply over n replicas whose workers each wait until all n have started (run one
+// after another, they never would) and returns the thread each ran on; met is false if they
+// did not all meet within 20 s. inner (if set) runs inside replica 1 before it waits.
+std::vector<std::thread::id> meet_in_parallel_apply(size_t n, bool& met,
+                                                    const std::function<void()>& inner = {}) {
   std::mutex mu;
   std::condition_variable cv;
-  int started = 0;
-  bool all_met = true;
-  std::vector<std::thread::id> ids(4);
-  parallel::parallel_apply({0, 1, 2, 3}, [&](size_t i) {
+  size_t started = 0;
+  met = true;
+  std::vector<std::thread::id> ids(n);
+  std::vector<int> devices(n);
+  for (size_t i = 0; i < n; ++i) devices[i] = static_cast<int>(i);
+  parallel::parallel_apply(devices, [&](size_t i) {
+    if (i == 1 && inner) inner();
     std::unique_lock<std::mutex> lock(mu);
     ids[i] = std::this_thread::get_id();
     ++started;
     cv.notify_all();
-    if (!cv.wait_for(lock, std::chrono::seconds(20), [&] { return started == 4; })) all_met = false;
+    if (!cv.wait_for(lock, std::chrono::seconds(20), [&] { return started == n; })) met = false;
   });
-  EXPECT_TRUE(all_met);
-  for (size_t i = 0; i < 4; ++i) {
+  return ids;
+}
+
+}  // namespace
+
+TEST(ParallelApply, RunsTheReplicasConcurrentlyOneThreadEach) {
+  bool met = false;
+  const std::vector<std::thread::id> ids = meet_in_parallel_apply(4, met);
+  EXPECT_TRUE(met);
+  EXPECT_EQ(ids[0], std::this_thread::get_id());  // replica 0 runs on the caller's thread
+  for (size_t i = 1; i < 4; ++i) {
     EXPECT_NE(ids[i], std::this_thread::get_id());
     for (size_t j = 0; j < i; ++j) EXPECT_NE(ids[i], ids[j]);
   }
@@ -403,6 +422,33 @@ TEST(ParallelApply, RunsTheReplicasConcurrentlyOneThreadEach) {
   std::thread::id one;
   parallel::parallel_apply({3}, [&](size_t) { one = std::this_thread::get_id(); });
   EXPECT_EQ(one, std::this_thread::get_id());
+}
+
+TEST(ParallelApply, KeepsItsWorkerThreadsBetweenCallsAndStartsMoreWhenMoreReplicasCome) {
+  bool met = false;
+  const std::vector<std::thread::id> first = meet_in_parallel_apply(3, met);
+  ASSERT_TRUE(met);
+  const std::vector<std::thread::id> again = meet_in_parallel_apply(3, met);
+  ASSERT_TRUE(met);
+  EXPECT_EQ(std::set<std::thread::id>(first.begin() + 1, first.end()),
+            std::set<std::thread::id>(again.begin() + 1, again.end()));
+  // Six replicas need five pool threads: the two already there and three new ones, all at once.
+  const std::vector<std::thread::id> six = meet_in_parallel_apply(6, met);
+  EXPECT_TRUE(met);
+  EXPECT_EQ(std::set<std::thread::id>(six.begin(), six.end()).size(), 6u);
+  // Fewer replicas than pool threads: the idle ones stay out of it.
+  const std::vector<std::thread::id> two = meet_in_parallel_apply(2, met);
+  EXPECT_TRUE(met);
+  EXPECT_NE(two[0], two[1]);
+}
+
+TEST(ParallelApply, ANestedCallGetsThreadsOfItsOwnInsteadOfWaitingForTheBusyPool) {
+  bool outer_met = false, inner_met = false;
+  std::vector<std::thread::id> inner;
+  meet_in_parallel_apply(3, outer_met, [&] { inner = meet_in_parallel_apply(4, inner_met); });
+  EXPECT_TRUE(outer_met);
+  EXPECT_TRUE(inner_met);
+  EXPECT_EQ(std::set<std::thread::id>(inner.begin(), inner.end()).size(), 4u);
 }
 
 TEST(ParallelApply, ReportsTheFirstFailureByReplicaAndDeviceKeepingItsType) {

@@ -2,7 +2,7 @@
 // semantics (shared/reference/semantics.md, section 2):
 //   scatter         split a batch along dim 0 as torch.chunk does, one chunk per device
 //   replicate       copy the module to each device (parameters broadcast from device_ids[0])
-//   parallel_apply  run the replicas concurrently, one thread per device
+//   parallel_apply  run the replicas concurrently, one worker thread per device
 //   gather          concatenate the replicas' outputs on output_device
 // Every forward collective has its backward partner next to it: scatter/gather are each other's
 // backward, and replicate's backward reduce-adds (SUMS) the replicas' gradients onto
@@ -112,8 +112,8 @@ std::vector<FlatBucket> coalesce_replica_grads(OpContext& ctx, MLP& replica);
 
 // ---- [SECTION] parallel_apply (parallel_apply.cpp) ----------------------------------------------
 
-// Runs work(i) for every i in [0, devices.size()) at once, one std::thread per replica (the
-// caller's thread for a single one), with OpenBLAS limited to one thread per worker meanwhile.
+// Runs work(i) for every i in [0, devices.size()) at once, one thread per replica (the caller's
+// for replica 0, the others kept alive between calls in a pool), with OpenBLAS limited to one thread per worker meanwhile.
 // Every worker runs to the end; then the failure of the lowest replica, if any, is rethrown as
 // "Caught <type> in replica <i> on device <devices[i]>. Original error: <message>", keeping its
 // type (OutOfMemoryError stays one).

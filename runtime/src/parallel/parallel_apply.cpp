@@ -1,6 +1,7 @@
-// parallel/parallel_apply: run the replicas concurrently, one std::thread per replica (the
-// caller's thread when there is one), and report a worker's failure in the caller labelled with
-// its replica and device, as torch/nn/parallel/parallel_apply.py (ExceptionWrapper) does.
+// parallel/parallel_apply: run the replicas concurrently, one worker thread per replica (the
+// caller's thread for replica 0, the others from the shared WorkerPool), and report a worker's
+// failure in the caller labelled with its replica and device, as
+// torch/nn/parallel/parallel_apply.py (ExceptionWrapper) does.
 // What the threads share, and why it is safe: each worker drives its own device, so it touches
 // its own caching allocator (locked anyway), its own SimBackend clock (one lock per device) and
 // the TraceBus (dispatch is locked). Not here: autocast state (the amp issue hands it over).
@@ -11,6 +12,7 @@
 
 #include "furnace/error.h"     // defines: Error, OutOfMemoryError, FURNACE_CHECK
 #include "furnace/parallel.h"  // defines: parallel_apply
+#include "parallel/worker_pool.h"  // defines: WorkerPool
 
 namespace furnace::parallel {
 namespace {
@@ -35,6 +37,24 @@ namespace {
   }
 }
 
+// A nested or concurrent parallel_apply (the shared pool is busy) gets threads of its own, as
+// PyTorch's always does; where even those cannot be started, the caller runs the rest itself.
+void run_on_fresh_threads(size_t n, const std::function<void(size_t)>& worker) {
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  size_t started = 1;
+  for (; started < n; ++started) {
+    try {
+      threads.emplace_back(worker, started);
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
+  worker(0);
+  for (size_t i = started; i < n; ++i) worker(i);
+  for (std::thread& t : threads) t.join();
+}
+
 }  // namespace
 
 void parallel_apply(const std::vector<int>& devices, const std::function<void(size_t)>& work) {
@@ -55,18 +75,13 @@ void parallel_apply(const std::vector<int>& devices, const std::function<void(si
     // more cores k workers x a pool each would oversubscribe them, and OpenBLAS's pthread build
     // serialises concurrent callers of its one pool; one thread each is the safe choice.
     ops::BlasThreadsScope one_blas_thread(1);
-    std::vector<std::thread> threads;
-    threads.reserve(n);
-    std::exception_ptr spawn_failure;
-    for (size_t i = 0; i < n && !spawn_failure; ++i) {
-      try {
-        threads.emplace_back(worker, i);
-      } catch (const std::system_error&) {
-        spawn_failure = std::current_exception();
-      }
+    bool ran = false;
+    try {
+      ran = WorkerPool::shared().try_run(n, worker);
+    } catch (const std::system_error&) {
+      ran = false;  // the pool could not start a thread: fresh threads below, or the caller alone
     }
-    for (std::thread& t : threads) t.join();
-    if (spawn_failure) std::rethrow_exception(spawn_failure);
+    if (!ran) run_on_fresh_threads(n, worker);
   }
   for (size_t i = 0; i < n; ++i)
     if (errors[i]) rethrow_labelled(errors[i], i, devices[i]);
