@@ -11,6 +11,7 @@
 #include "furnace/allocator.h"
 #include "furnace/checkpoint.h"  // defines: read_checkpoint, resume_scenario
 #include "furnace/error.h"
+#include "furnace/file_kind.h"  // defines: why_not_writable
 #include "furnace/process.h"  // defines: describe_cuda_environment
 #include "furnace/train.h"
 
@@ -216,6 +217,15 @@ void run(const TrainOptions& o) {
   if (sc.parallel == "dp" && sc.device_ids && !sc.device_ids->empty() && !o.device_given)
     sc.device = std::max(0, sc.device_ids->front());
   sc.validate();
+  // Where the run will write, checked before it starts rather than when it ends.
+  if (!o.trace_path.empty()) {
+    const std::string why = why_not_writable(o.trace_path);
+    FURNACE_CHECK(why.empty()) << "cannot write trace file '" << printable(o.trace_path) << "': " << printable(why);
+  }
+  if (!ck.path.empty()) {
+    const std::string why = why_not_writable(ck.path);
+    FURNACE_CHECK(why.empty()) << "cannot save checkpoint " << printable(ck.path) << ": " << printable(why);
+  }
   std::string widths;
   for (int w : sc.hidden) widths += (widths.empty() ? "" : "-") + std::to_string(w);
 

@@ -98,6 +98,11 @@ inline void write_input_fixtures(const std::filesystem::path& dir) {
   write_bytes(dir / "not-json.json", "{\"traceEvents\": [\n");
   write_bytes(dir / "not-trace.json", "{\"events\": []}\n");
   write_bytes(dir / "no-events.json", "{\"traceEvents\": [{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0}]}\n");
+  // Files too big to read whole, sparse (no disk space): a topology over 4 MiB, a trace over 512 MiB.
+  write_bytes(dir / "big.toml", "");
+  fs::resize_file(dir / "big.toml", 5u << 20);
+  write_bytes(dir / "big.json", "");
+  fs::resize_file(dir / "big.json", 513u << 20);
   // A FIFO where a file is expected: reading it waits for a writer that never comes, and writing
   // by rename would replace it (a device such as /dev/null, when run as root). As a checkpoint, a
   // trace, a dataset file and a lesson.toml.

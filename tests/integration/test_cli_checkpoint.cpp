@@ -4,6 +4,9 @@
 // shown and explained; and a scenario the machine's RAM cannot hold is refused before it starts.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -130,6 +133,35 @@ TEST_F(CliCheckpoint, BadFlagCombinationsGetOneLine) {
   expect_one_line_error("train --resume " + ck + " --stop-at-step 2", "--stop-at-step 2 is not after the checkpoint's step 3");
   expect_one_line_error(small() + " --checkpoint " + path("no/such/dir/x.ckpt") + " --steps 1",
                         "cannot save checkpoint");
+}
+
+TEST_F(CliCheckpoint, ATraceOrCheckpointThatCannotBeWrittenIsRefusedBeforeTheRunNotAfterIt) {
+  // Not --quiet: the banner line would be on stdout had training started.
+  const std::string run = "train --data " + slice() + " --batch 100 --hidden 32 --epochs 20";
+  const std::string fifo = path("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  struct Case {
+    std::string flags, line;
+  };
+  const std::vector<Case> cases = {
+      {" --checkpoint " + path("no/x.ckpt"), "cannot save checkpoint " + path("no/x.ckpt") + ": folder " + path("no") + " does not exist"},
+      {" --checkpoint " + fifo + "/x.ckpt", "cannot save checkpoint " + fifo + "/x.ckpt: " + fifo + " is not a folder"},
+      {" --checkpoint " + fifo, "cannot save checkpoint " + fifo + ": it exists and is not a regular file"},
+      {" --trace " + path("no/t.json"), "cannot write trace file '" + path("no/t.json") + "': folder " + path("no") + " does not exist"},
+      {" --trace " + fifo, "cannot write trace file '" + fifo + "': it exists and is not a regular file"},
+  };
+  for (const Case& c : cases) {
+    const CliRun r = expect_one_line_error(run + c.flags, c.line);
+    EXPECT_EQ(r.out, "") << c.flags << ": refused before the banner, so before training";
+  }
+  if (::geteuid() != 0) {  // root writes anywhere
+    fs::create_directories(path("locked"));
+    fs::permissions(path("locked"), fs::perms::owner_read | fs::perms::owner_exec);
+    const CliRun r = expect_one_line_error(run + " --checkpoint " + path("locked/x.ckpt"),
+                                           "folder " + path("locked") + " is not writable");
+    EXPECT_EQ(r.out, "");
+    fs::permissions(path("locked"), fs::perms::owner_all);
+  }
 }
 
 TEST_F(CliCheckpoint, AScenarioTheHostCannotHoldIsRefusedBeforeItStarts) {

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "furnace/error.h"  // defines: FURNACE_CHECK, FURNACE_FAIL, printable
-#include "furnace/file_kind.h"  // defines: is_special_file
+#include "furnace/file_kind.h"  // defines: is_special_file, too_big_to_read
 
 namespace furnace::viz {
 namespace {
@@ -175,6 +175,10 @@ TimelineData parse_chrome_trace(const std::string& text, const std::string& orig
 TimelineData load_chrome_trace(const std::string& path) {
   FURNACE_CHECK(!is_special_file(path))
       << printable(path) << ": not a regular file (a trace is a JSON file)";
+  // Parsed, a trace takes about ten times its size in memory; furnace's own traces of a whole
+  // training run are tens of MiB.
+  const std::string too_big = too_big_to_read(path, 512u << 20);
+  FURNACE_CHECK(too_big.empty()) << printable(path) << ": " << too_big;
   std::ifstream f(path, std::ios::binary);
   FURNACE_CHECK(f.good()) << printable(path) << ": cannot open the trace file";
   std::ostringstream ss;

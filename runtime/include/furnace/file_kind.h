@@ -1,7 +1,12 @@
 // furnace/file_kind.h: which paths the file readers and writers turn away.
 #pragma once
 
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
 #include <filesystem>
+#include <string>
 #include <system_error>
 
 namespace furnace {
@@ -14,6 +19,37 @@ inline bool is_special_file(const std::filesystem::path& path) {
   std::error_code ec;
   const std::filesystem::file_status st = std::filesystem::status(path, ec);
   return !ec && std::filesystem::exists(st) && !std::filesystem::is_regular_file(st);
+}
+
+// Why a text file is refused before it is read whole, or "" when it may be read: its size is over
+// `limit` bytes (the readers hold it, and what they parse out of it, in memory). A path whose size
+// cannot be read is not refused here: opening it says what is wrong.
+inline std::string too_big_to_read(const std::filesystem::path& path, uintmax_t limit) {
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec || size <= limit) return "";
+  auto mib = [](uintmax_t b) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(b) / (1024.0 * 1024.0));
+    return std::string(text);
+  };
+  return "the file is " + mib(size) + "; at most " + mib(limit) + " is read";
+}
+
+// Why a file could not be written at `path` by writing `path`.tmp and renaming it over `path`, or
+// "" when nothing is in the way as far as can be seen now: the target is not special, its folder
+// exists, is a folder and can be written. Asked before a long run that ends by writing there (a
+// trace, a checkpoint), so that a typo costs a second instead of the run.
+inline std::string why_not_writable(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  if (is_special_file(path)) return "it exists and is not a regular file";
+  const fs::path folder = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  std::error_code ec;
+  const fs::file_status st = fs::status(folder, ec);
+  if (!fs::exists(st)) return "folder " + folder.string() + " does not exist";
+  if (!fs::is_directory(st)) return folder.string() + " is not a folder";
+  if (::access(folder.c_str(), W_OK | X_OK) != 0) return "folder " + folder.string() + " is not writable";
+  return "";
 }
 
 }  // namespace furnace

@@ -18,7 +18,7 @@
 
 #include "furnace/allocator.h"          // defines: parse_size
 #include "furnace/error.h"              // defines: FURNACE_FAIL, Error
-#include "furnace/file_kind.h"  // defines: is_special_file
+#include "furnace/file_kind.h"  // defines: is_special_file, too_big_to_read
 #include "furnace/lesson.h"             // defines: Lesson, load_lesson, load_lessons
 #include "furnace/machine_scenarios.h"  // defines: machine_scenarios
 #include "furnace/process.h"            // defines: kCudaVisibleDevices, kCudaDeviceOrder
@@ -481,6 +481,8 @@ Prediction read_prediction(const Fields& f, const std::vector<Step>& steps, size
 
 std::string read_file(const fs::path& p) {
   FURNACE_CHECK(!is_special_file(p)) << p.string() << ": not a regular file";
+  const std::string too_big = too_big_to_read(p, 4u << 20);  // a lesson's text is tens of KiB
+  FURNACE_CHECK(too_big.empty()) << p.string() << ": " << too_big;
   std::ifstream in(p, std::ios::binary);
   FURNACE_CHECK(in) << p.string() << ": cannot open";
   std::ostringstream os;

@@ -61,6 +61,7 @@
 #include <toml++/toml.h>  // defines: toml::parse, toml::table, toml::node, toml::parse_error
 
 #include "furnace/error.h"  // defines: FURNACE_CHECK, FURNACE_FAIL, printable
+#include "furnace/file_kind.h"  // defines: too_big_to_read
 #include "machine/toml_guard.h"  // defines: toml_ascii
 
 #ifndef FURNACE_DEFAULT_DATA_DIR
@@ -483,6 +484,9 @@ std::vector<LinkSpec> parse_links(const Fields& top, const std::string& origin, 
 }
 
 std::string read_file(const std::filesystem::path& path) {
+  // The largest machine (1024 GPUs, each with links) is far below this.
+  const std::string too_big = too_big_to_read(path, 4u << 20);
+  FURNACE_CHECK(too_big.empty()) << "topology file '" << printable(path.string()) << "': " << too_big;
   std::ifstream in(path, std::ios::binary);
   FURNACE_CHECK(in.good()) << "cannot open topology file '" << path.string() << "'";
   std::ostringstream os;
