@@ -169,7 +169,9 @@ TEST_F(SimOps, DispatchChecksShapesAndDevices) {
     ops::linear_forward(ctx, out, host, w, b);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("expected input on cuda:0 but found it on cpu"), std::string::npos);
+    EXPECT_STREQ(e.what(), "Expected all tensors to be on the same device, but got mat1 is on cpu, "
+                           "different from other tensors on cuda:0 (when checking argument in "
+                           "method wrapper_CUDA_addmm)");
   }
   Tensor labels = Tensor::empty(rt, Device::cuda(0), {4}, DType::i32);
   std::vector<int32_t> bad = {0, 1, 12, 2};

@@ -75,6 +75,12 @@ void linear_forward(OpContext& ctx, Tensor& out, const Tensor& inp, const Tensor
   const char* op = "linear_forward";
   const DType dt = inp.dtype();  // f32, or f16/bf16 under autocast: every operand in that dtype
   FURNACE_CHECK(dt == DType::f32 || is_half(dt)) << op << ": unsupported dtype " << dtype_name(dt);
+  // nn.Linear on a GPU is addmm(bias, input, weight.t()), and an input left on the CPU is what a
+  // learner meets first: PyTorch's words for it (2.5 and later), the input being addmm's mat1.
+  FURNACE_CHECK(!inp.defined() || ctx.device < 0 || inp.device() == where(ctx))
+      << "Expected all tensors to be on the same device, but got mat1 is on " << inp.device().str()
+      << ", different from other tensors on " << where(ctx).str()
+      << " (when checking argument in method wrapper_CUDA_addmm)";
   require(inp, "input", op, ctx, dt, 2);
   require(weight, "weight", op, ctx, dt, 2);
   require(bias, "bias", op, ctx, dt, 1);
