@@ -340,9 +340,28 @@ int run(const Options& o) {
                   period > 0 ? 1000 * period : 0.0, ui_ms.percentile(50), ui_ms.percentile(99),
                   gl_ms.percentile(50), gl_ms.percentile(99), last_vertices, last_indices / 3, drawn, skipped);
     }
-    if (controller.snapshot().run.state == furnace::viz::RunStatus::State::failed) {
+    const bool run_failed = controller.snapshot().run.state == furnace::viz::RunStatus::State::failed;
+    if (run_failed && o.lesson.empty()) {
       std::fprintf(stderr, "furnace-viz: the run failed: %s\n", controller.snapshot().run.message.c_str());
       rc = 1;
+    } else if (run_failed) {
+      // A lesson step's scenario may fail on purpose (an invalid device id, a GPU that is not
+      // visible): the live run's error is then what the step shows, and the step's checks judge it.
+      std::printf("live run stopped (the lesson step's scenario): %s\n", controller.snapshot().run.message.c_str());
+    }
+    if (o.lesson_run) {  // the exit status says whether the step's checks passed
+      const furnace::viz::LessonView& lv = controller.lessons().view();
+      const furnace::lesson::StepOutcome* outcome = lv.outcome(static_cast<size_t>(lv.step));
+      if (!lv.run_error.empty()) {
+        std::fprintf(stderr, "furnace-viz: the lesson step could not run: %s\n", lv.run_error.c_str());
+        rc = 1;
+      } else if (!outcome) {
+        std::fprintf(stderr, "furnace-viz: the lesson step's checks did not finish in time\n");
+        rc = 1;
+      } else if (!outcome->passed) {
+        std::fprintf(stderr, "furnace-viz: the lesson step's checks failed\n");
+        rc = 1;
+      }
     }
   }
 
@@ -435,7 +454,7 @@ int main(int argc, char** argv) {
   cli.add_option("--lesson", o.lesson, "open the Lesson panel on this lesson (furnace lesson list)");
   cli.add_option("--lesson-step", o.lesson_step, "with --lesson: start at this step (1-based)")->capture_default_str();
   cli.add_option("--lang", o.lang, "the lessons' language: en or zh")->capture_default_str();
-  cli.add_flag("--lesson-run", o.lesson_run, "with --lesson: run the step's action and checks at once");
+  cli.add_flag("--lesson-run", o.lesson_run, "with --lesson: run the step's action and checks at once (exit status 1 if a check fails)");
   cli.add_flag("--paused", o.paused, "start a process that has not used CUDA yet; Run > Restart trains");
   cli.add_option("--trace-file", o.trace_file, "open a Chrome trace in the Timeline (furnace train --trace; "
                                               "dropping a file on the window works too)");

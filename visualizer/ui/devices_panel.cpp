@@ -167,7 +167,11 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
   else
     std::snprintf(buf, sizeof buf, "host link: PCIe, %.0f GB/s pinned, %.0f GB/s pageable",
                   topo.host.pinned_bandwidth / 1e9, topo.host.pageable_bandwidth / 1e9);
-  const ImVec2 label_size = ImGui::CalcTextSize(buf);
+  ImVec2 label_size = ImGui::CalcTextSize(buf);
+  if (label_size.x > width - 8 && n > 1 && !links.fabric) {  // a narrow panel: the short form
+    std::snprintf(buf, sizeof buf, "no GPU links: via the host, %.0f GB/s", topo.host.pinned_bandwidth / 1e9);
+    label_size = ImGui::CalcTextSize(buf);
+  }
   const float label_x = origin.x + std::max(0.0f, (width - label_size.x) * 0.5f);
   dl->AddRectFilled(ImVec2(label_x - 4, link_y - line * 0.5f - 1), ImVec2(label_x + label_size.x + 4, link_y + line * 0.5f + 1), colors::kPanel);
   dl->AddText(ImVec2(label_x, link_y - line * 0.5f), link_col, buf);
@@ -237,8 +241,9 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
   std::snprintf(buf, sizeof buf, "above: the physical GPUs in nvidia-smi order; below: what the process sees, %d device%s",
                 m, m == 1 ? "" : "s");
   float y = logical_y + logical_h + 3;
-  dl->AddText(ImVec2(origin.x, y), colors::kTextDim, buf);
-  y += line + 3;
+  // Wrapped to the panel: on a narrow panel the second half would be cut off.
+  dl->AddText(ImGui::GetFont(), ImGui::GetFontSize(), ImVec2(origin.x, y), colors::kTextDim, buf, nullptr, width);
+  y += ImGui::CalcTextSize(buf, nullptr, false, width).y + 3;
 
   // The entries of CUDA_VISIBLE_DEVICES: which became which cuda:N, where the list stopped, why.
   if (!vis.cuda_visible_devices || vis.cuda_visible_devices->empty()) return;

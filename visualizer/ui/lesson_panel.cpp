@@ -25,7 +25,41 @@ constexpr std::string_view kNoBreakSpace = "\u00A0";
 // spaces and after ASCII punctuation: Chinese lines end at the last space, far from the edge, and
 // `os.environ` is split at its dot. Later lines start where the first one does (after SameLine too);
 // `hanging`: see lesson::wrap_text (code).
-void wrapped(const std::string& text, std::string_view hanging = {}) {
+// Wrapped lines with their code spans drawn in the code colour instead of between backticks (the
+// backticks were measured while wrapping, so a line stays within the edge). A span may continue
+// on the next line.
+void draw_with_code_spans(std::string_view lines) {
+  const float x0 = ImGui::GetCursorPosX();  // after a list marker (SameLine): every line starts here
+  bool code = false;
+  size_t line_start = 0;
+  while (line_start <= lines.size()) {
+    if (line_start > 0) ImGui::SetCursorPosX(x0);
+    size_t line_end = lines.find('\n', line_start);
+    if (line_end == std::string_view::npos) line_end = lines.size();
+    const std::string_view line = lines.substr(line_start, line_end - line_start);
+    bool drawn = false;
+    size_t from = 0;
+    while (from <= line.size()) {
+      size_t tick = line.find('`', from);
+      if (tick == std::string_view::npos) tick = line.size();
+      if (tick > from) {
+        if (drawn) ImGui::SameLine(0, 0);
+        if (code) ImGui::PushStyleColor(ImGuiCol_Text, colors::kPeak);
+        ImGui::TextUnformatted(line.data() + from, line.data() + tick);
+        if (code) ImGui::PopStyleColor();
+        drawn = true;
+      }
+      if (tick == line.size()) break;
+      code = !code;
+      from = tick + 1;
+    }
+    if (!drawn) ImGui::TextUnformatted("");
+    if (line_end == lines.size()) break;
+    line_start = line_end + 1;
+  }
+}
+
+void wrapped(const std::string& text, std::string_view hanging = {}, bool code_spans = false) {
   ImFont* font = ImGui::GetFont();
   const float size = ImGui::GetFontSize();
   const float width = std::max(ImGui::GetContentRegionAvail().x, size);
@@ -35,8 +69,14 @@ void wrapped(const std::string& text, std::string_view hanging = {}) {
   // U+00A0 held a code span together while wrapping; it is drawn as a plain space.
   for (size_t at = lines.find(kNoBreakSpace); at != std::string::npos; at = lines.find(kNoBreakSpace, at))
     lines.replace(at, kNoBreakSpace.size(), " ");
-  ImGui::TextUnformatted(lines.data(), lines.data() + lines.size());
+  if (code_spans)
+    draw_with_code_spans(lines);
+  else
+    ImGui::TextUnformatted(lines.data(), lines.data() + lines.size());
 }
+
+// A paragraph or list item: its code spans in the code colour.
+void wrapped_inline(const std::string& text) { wrapped(text, {}, true); }
 
 void colored_wrapped(ImU32 color, const std::string& text) {
   ImGui::PushStyleColor(ImGuiCol_Text, color);
@@ -44,8 +84,8 @@ void colored_wrapped(ImU32 color, const std::string& text) {
   ImGui::PopStyleColor();
 }
 
-// A paragraph's spans as one wrapped text; code spans keep their backticks (and, when short, stay
-// on one line: `device_ids=[1, 0]`), links their address.
+// A paragraph's spans as one wrapped text; code spans keep their backticks, which mark them for
+// wrapped_inline (and, when short, stay on one line: `device_ids=[1, 0]`), links their address.
 std::string inline_text(const std::vector<lesson::Span>& spans) {
   std::string out;
   for (const lesson::Span& s : spans) {
@@ -77,7 +117,7 @@ void draw_document(const lesson::Document& doc) {
         if (b.quote_depth > 0)
           colored_wrapped(colors::kTextDim, inline_text(b.spans));
         else
-          wrapped(inline_text(b.spans));
+          wrapped_inline(inline_text(b.spans));
         break;
       case Block::Kind::list_item: {
         char marker[16];
@@ -87,7 +127,7 @@ void draw_document(const lesson::Document& doc) {
           std::snprintf(marker, sizeof marker, "-");
         ImGui::TextUnformatted(marker);
         ImGui::SameLine();
-        wrapped(inline_text(b.spans));
+        wrapped_inline(inline_text(b.spans));
         break;
       }
       case Block::Kind::code: {
