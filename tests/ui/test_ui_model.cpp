@@ -1,17 +1,20 @@
 // The visualizer's logic without drawing: the feed between threads, the snapshot builder, the
 // pipeline's stages and playback, trace files, frame statistics, and the controller with a real
 // training run on the committed Fashion-MNIST slice (start, stop, restart, CUDA_VISIBLE_DEVICES
-// frozen at the first device use).
+// frozen at the first device use), and what the Memory panel reads of a memory lesson step.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "controller.h"
 #include "fake_run.h"
 #include "frame_stats.h"
 #include "furnace/error.h"
+#include "lesson_driver.h"
 #include "pipeline.h"
 #include "trace_file.h"
 
@@ -551,6 +554,108 @@ TEST(Controller, ALessonStepSetsUpItsScenarioAndRunsItsChecksOffTheUiThread) {
   app.lesson.open_request = -1;  // back to the list
   c.update(app, 2);
   EXPECT_EQ(c.snapshot().lesson.open_lesson(), nullptr);
+}
+
+// ---- StepMemory: a memory lesson step as the Memory panel draws it ----------------------------
+
+constexpr int64_t kMiB = 1024 * 1024;
+
+// Opens `lesson_id` at the step with `step_id` (fails the test when either is missing).
+void open_step(LessonDriver& d, const std::string& lesson_id, const std::string& step_id) {
+  d.load();
+  const int index = d.find(lesson_id);
+  ASSERT_GE(index, 0) << "lessons/" << lesson_id << " is missing";
+  d.open(index);
+  const int step = d.view().open_lesson()->step_index(step_id);
+  ASSERT_GE(step, 0) << lesson_id << " has no step " << step_id;
+  d.go_to(step);
+}
+
+// Lesson 5's first step: allocate 1, 5, 30 MiB, free the first and the last.
+TEST(StepMemory, ReplaysTheAllocatorStepOnceTheMemoryStepHasRun) {
+  LessonDriver d;
+  ASSERT_NO_FATAL_FAILURE(open_step(d, "05-memory", "cache-keeps"));
+  EXPECT_FALSE(current_step_memory(d.view()));  // not run yet: nothing to show
+  d.run_current();
+  d.wait();
+  ASSERT_TRUE(d.view().run_error.empty()) << d.view().run_error;
+  const std::optional<StepMemory> m = current_step_memory(d.view());
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->step_id, "cache-keeps");
+  EXPECT_EQ(m->action, "memory");
+  EXPECT_TRUE(m->error.empty());
+  ASSERT_EQ(m->operations.size(), 5u);  // three allocations, two frees
+  const int64_t reserved_mib[] = {2, 22, 52, 52, 52};
+  const int64_t allocated_mib[] = {1, 6, 36, 35, 5};
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(m->operations[i].reserved, reserved_mib[i] * kMiB) << m->operations[i].note;
+    EXPECT_EQ(m->operations[i].allocated, allocated_mib[i] * kMiB) << m->operations[i].note;
+  }
+  EXPECT_EQ(m->operations[0].note.rfind("alloc[0]: ", 0), 0u) << m->operations[0].note;
+  EXPECT_EQ(m->operations[3].note.rfind("free[0]: ", 0), 0u) << m->operations[3].note;
+  EXPECT_EQ(m->context, 400 * kMiB);
+  EXPECT_EQ(m->smi_used, m->context + m->reserved());
+}
+
+TEST(StepMemory, EndsWithWhatNvidiaSmiShowsAfterEmptyCache) {
+  LessonDriver d;
+  ASSERT_NO_FATAL_FAILURE(open_step(d, "05-memory", "what-smi-shows"));
+  d.run_current();
+  d.wait();
+  const std::optional<StepMemory> m = current_step_memory(d.view());
+  ASSERT_TRUE(m) << d.view().run_error;
+  ASSERT_EQ(m->operations.size(), 6u);
+  EXPECT_EQ(m->operations.back().note.rfind("empty_cache", 0), 0u) << m->operations.back().note;
+  EXPECT_EQ(m->reserved(), 20 * kMiB);
+  EXPECT_EQ(m->allocated(), 5 * kMiB);
+  EXPECT_EQ(m->smi_used, 420 * kMiB);
+}
+
+// A machine story carries nvidia-smi per GPU (contexts and totals), not per-process counters.
+TEST(StepMemory, ShowsNvidiaSmiPerGpuForAMachineStep) {
+  LessonDriver d;
+  ASSERT_NO_FATAL_FAILURE(open_step(d, "07-two-jobs", "both-running"));
+  d.run_current();
+  d.wait();
+  const std::optional<StepMemory> m = current_step_memory(d.view());
+  ASSERT_TRUE(m) << d.view().run_error;
+  EXPECT_EQ(m->action, "machine");
+  EXPECT_TRUE(m->operations.empty());
+  ASSERT_EQ(m->gpus.size(), 4u);
+  const int64_t used[] = {465567744, 465567744, 497025024, 497025024};  // the lesson's own check
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(m->gpus[i].index, static_cast<int>(i));
+    EXPECT_EQ(m->gpus[i].used, used[i]);
+    EXPECT_EQ(m->gpus[i].context, 400 * kMiB);
+    EXPECT_EQ(m->gpus[i].processes, 1);
+  }
+}
+
+TEST(StepMemory, IsAbsentForOtherActions) {
+  lesson::Step step;
+  step.action = "train";
+  lesson::StepOutcome outcome;
+  outcome.observables["smi_used"] = lesson::Value::of_ints(std::vector<int64_t>{1, 2});
+  EXPECT_FALSE(step_memory(step, outcome));
+}
+
+// An out-of-memory replay keeps the operations before the error and says why it stopped.
+TEST(StepMemory, KeepsTheOperationsBeforeAnOutOfMemoryError) {
+  lesson::Step step;
+  step.id = "too-big";
+  step.action = "memory";
+  lesson::StepOutcome outcome;
+  lesson::Observables& o = outcome.observables;
+  o["error"] = lesson::Value::of_string("CUDA out of memory.");
+  o["context"] = lesson::Value::of_int(400 * kMiB);
+  o["notes"] = lesson::Value::of_strings({"alloc[0]: new segment"});
+  o["allocated_steps"] = lesson::Value::of_ints(std::vector<int64_t>{7 * 1024 * kMiB});
+  o["reserved_steps"] = lesson::Value::of_ints(std::vector<int64_t>{7 * 1024 * kMiB});
+  const std::optional<StepMemory> m = step_memory(step, outcome);
+  ASSERT_TRUE(m);
+  ASSERT_EQ(m->operations.size(), 1u);
+  EXPECT_EQ(m->error, "CUDA out of memory.");
+  EXPECT_EQ(m->smi_used, 400 * kMiB + 7 * 1024 * kMiB);  // no smi_used observable after an error
 }
 
 }  // namespace

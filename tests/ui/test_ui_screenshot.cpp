@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -124,6 +126,19 @@ TEST_F(Screenshot, TheWholeWindowRendersWhileTraining) {
   const Image img = load_png(png);
   EXPECT_EQ(img.w, 1280);
   EXPECT_EQ(count_regions(img, colors::kGpuBox, 400), 8 + 1);  // Devices' 8, the Pipeline's cuda:0
+}
+
+TEST_F(Screenshot, ALessonStepWhoseScenarioFailsOnPurposePassesAndSaysSo) {
+  // Lesson 3 step 4: device_ids=[2, 3] with two GPUs visible. The live run fails with "Invalid
+  // device id", which is what the step teaches; its checks pass, so the exit status is 0.
+  const std::string png = (dir_ / "lesson.png").string();
+  ASSERT_EQ(viz("--lesson 03-device-mapping --lesson-step 4 --lesson-run --panel lesson --size 900x600 --frames 5 "
+                "--screenshot " + png), 0);
+  const std::string out = [&] {
+    std::ifstream f(dir_ / "out.txt");
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }();
+  EXPECT_NE(out.find("live run stopped (the lesson step's scenario): Invalid device id"), std::string::npos) << out;
 }
 
 }  // namespace

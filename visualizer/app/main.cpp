@@ -292,8 +292,12 @@ int run(const Options& o) {
         waiting = controller.snapshot().training.global_step < o.wait_steps && seconds_since(t_start) < 120 &&
                   run.state != furnace::viz::RunStatus::State::failed;
       }
-      if (!waiting && o.lesson_run && (app.lesson.run_request || controller.lessons().view().running))
-        waiting = seconds_since(t_start) < 120;  // --lesson-run: frames count once the checks are in
+      // --lesson-run: frames count once the checks are in and the step's live run (if it started
+      // one) has got past loading: training, or failed as the step may intend.
+      if (!waiting && o.lesson_run &&
+          (app.lesson.run_request || controller.lessons().view().running ||
+           controller.snapshot().run.state == furnace::viz::RunStatus::State::loading))
+        waiting = seconds_since(t_start) < 120;
       const bool last = !waiting && o.frames > 0 && counted + 1 >= o.frames;
       if (last && !o.screenshot.empty()) {
         if (!redraw) ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());  // the back buffer is stale

@@ -92,6 +92,62 @@ std::string LessonDriver::all_text(const std::string& dir) {
   return text;
 }
 
+namespace {
+
+const lesson::Value* observable(const lesson::Observables& obs, const char* name) {
+  auto it = obs.find(name);
+  return it == obs.end() ? nullptr : &it->second;
+}
+
+int64_t int_of(const lesson::Observables& obs, const char* name, int64_t fallback = 0) {
+  const lesson::Value* v = observable(obs, name);
+  return v && v->type == lesson::Value::Type::number ? static_cast<int64_t>(v->number) : fallback;
+}
+
+// The items of an array observable; empty when it is absent (an action that failed early).
+std::vector<lesson::Value> items_of(const lesson::Observables& obs, const char* name) {
+  const lesson::Value* v = observable(obs, name);
+  return v && v->type == lesson::Value::Type::array ? v->items : std::vector<lesson::Value>{};
+}
+
+int64_t item_int(const std::vector<lesson::Value>& items, size_t i) {
+  return i < items.size() ? static_cast<int64_t>(items[i].number) : 0;
+}
+
+}  // namespace
+
+std::optional<StepMemory> step_memory(const lesson::Step& step, const lesson::StepOutcome& outcome) {
+  if (step.action != "memory" && step.action != "machine") return std::nullopt;
+  const lesson::Observables& obs = outcome.observables;
+  StepMemory m;
+  m.step_id = step.id;
+  m.action = step.action;
+  if (const lesson::Value* e = observable(obs, "error")) m.error = e->string;
+  if (step.action == "memory") {
+    const std::vector<lesson::Value> notes = items_of(obs, "notes");
+    const std::vector<lesson::Value> allocated = items_of(obs, "allocated_steps");
+    const std::vector<lesson::Value> reserved = items_of(obs, "reserved_steps");
+    for (size_t i = 0; i < notes.size(); ++i)
+      m.operations.push_back({notes[i].string, item_int(allocated, i), item_int(reserved, i)});
+    m.context = int_of(obs, "context");
+    m.smi_used = int_of(obs, "smi_used", m.context + m.reserved());  // absent after an error
+  } else {
+    const std::vector<lesson::Value> used = items_of(obs, "smi_used");
+    const std::vector<lesson::Value> context = items_of(obs, "smi_context");
+    const std::vector<lesson::Value> processes = items_of(obs, "smi_process_count");
+    for (size_t i = 0; i < used.size(); ++i)
+      m.gpus.push_back({static_cast<int>(i), item_int(used, i), item_int(context, i),
+                        static_cast<int>(item_int(processes, i))});
+  }
+  return m;
+}
+
+std::optional<StepMemory> current_step_memory(const LessonView& view) {
+  const lesson::Step* step = view.current_step();
+  const lesson::StepOutcome* outcome = step ? view.outcome(static_cast<size_t>(view.step)) : nullptr;
+  return outcome ? step_memory(*step, *outcome) : std::nullopt;
+}
+
 void LessonDriver::wait() {
   if (pending_.valid()) pending_.wait();
   poll();

@@ -1,12 +1,15 @@
 // LessonDriver: the lessons as the visualizer follows them. It loads the lesson folders once,
 // keeps the open lesson and step, and runs a step's action and checks (lesson::LessonRun) on a
 // thread of its own, so the UI thread never waits on them; the Controller carries out the Lesson
-// panel's requests through it and publishes its view in the Snapshot.
+// panel's requests through it and publishes its view in the Snapshot. Also here: StepMemory, a
+// memory step's results as the Memory panel draws them.
 #pragma once
 
+#include <cstdint>
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +43,39 @@ struct LessonView {
     return it == outcomes->end() ? nullptr : &it->second;
   }
 };
+
+// What a lesson step about memory produced, read from its outcome's observables for the Memory
+// panel (the live run shows something else). Action "memory": the caching allocator replayed on
+// one GPU, one row per operation. Action "machine": nvidia-smi per GPU at the end of the story
+// (its observables carry no per-process allocated or reserved, so neither does this). Bytes.
+struct StepMemory {
+  struct Operation {
+    std::string note;  // "alloc[0]: ...", as the runtime describes it
+    int64_t allocated = 0, reserved = 0;  // memory_allocated / memory_reserved after it
+  };
+  struct Gpu {
+    int index = 0;       // nvidia-smi's GPU number
+    int64_t used = 0;    // what nvidia-smi shows: contexts plus the processes' reserved memory
+    int64_t context = 0; // the CUDA contexts on it
+    int processes = 0;
+  };
+  std::string step_id;
+  std::string action;               // "memory" | "machine"
+  std::vector<Operation> operations;  // memory, in order (up to the error, if one stopped it)
+  int64_t context = 0;              // memory: the process's CUDA context
+  int64_t smi_used = 0;             // memory: context + reserved after the last operation
+  std::vector<Gpu> gpus;            // machine
+  std::string error;                // the action's error ("CUDA out of memory. ..."), or empty
+
+  int64_t reserved() const { return operations.empty() ? 0 : operations.back().reserved; }
+  int64_t allocated() const { return operations.empty() ? 0 : operations.back().allocated; }
+};
+
+// The memory figures of `step` (action "memory" or "machine") from its outcome; nullopt for other
+// actions.
+std::optional<StepMemory> step_memory(const lesson::Step& step, const lesson::StepOutcome& outcome);
+// The same for the open lesson's current step, once it has run.
+std::optional<StepMemory> current_step_memory(const LessonView& view);
 
 class LessonDriver {
  public:

@@ -2,11 +2,16 @@
 // reserved memory, against capacity) and what PyTorch reports (allocated inside reserved, with the
 // peak), both read from the runtime's alloc/free events every frame, and a sampled history of
 // allocated and reserved. Bars of the second kind share one scale across GPUs, so DataParallel's
-// heavier GPU 0 stands out (pitfalls 6, 7, 14).
+// heavier GPU 0 stands out (pitfalls 6, 7, 14). Above them, when the open lesson's current step
+// is about memory and has run, that step's own figures (StepMemory): the live run is not what the
+// step talks about.
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "lesson_driver.h"  // defines: LessonView, StepMemory, current_step_memory
 #include "panels.h"  // defines: the panel structs, Ui, human_bytes, short_gpu_name
 #include "theme.h"   // defines: colors::*, stage_color, with_alpha
 
@@ -45,9 +50,199 @@ void history_plot(ImDrawList* dl, ImVec2 a, ImVec2 b, const History& alloc, cons
   }
 }
 
+// ---- a lesson step's own figures -----------------------------------------------------------
+
+// Text in pieces of different colours on one line, e.g. "5.0 MiB" green, " / " dim, "52.0 MiB" blue.
+struct Piece {
+  std::string text;
+  ImU32 color;
+};
+
+float pieces_width(const std::vector<Piece>& pieces) {
+  float w = 0;
+  for (const Piece& p : pieces) w += ImGui::CalcTextSize(p.text.c_str()).x;
+  return w;
+}
+
+void draw_pieces(ImDrawList* dl, ImVec2 at, const std::vector<Piece>& pieces) {
+  for (const Piece& p : pieces) {
+    dl->AddText(at, p.color, p.text.c_str());
+    at.x += ImGui::CalcTextSize(p.text.c_str()).x;
+  }
+}
+
+std::string mib(int64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+// One row of a step's section: its label, the figures right of its bar, and a note under them.
+struct StepRow {
+  std::string label;
+  std::vector<Piece> figures;
+  std::string note;
+};
+
+// The widest figures of `rows`: the column the bars end at.
+float figures_width(const std::vector<StepRow>& rows) {
+  float w = 0;
+  for (const StepRow& r : rows) w = std::max(w, pieces_width(r.figures));
+  return w;
+}
+
+// Draws `row`: the label, a bar that `fill` draws (given its left x, top y, width and height), the
+// figures in a column `figures_w` wide at the right, and the note wrapped across the panel.
+template <class Fill>
+void draw_step_row(const StepRow& row, float figures_w, Fill fill) {
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float line = ImGui::GetTextLineHeight();
+  const float width = ImGui::GetContentRegionAvail().x;
+  const float label_w = std::min(ImGui::CalcTextSize("empty_cache ").x, width * 0.3f);
+  const float bar_w = std::max(30.0f, width - label_w - figures_w - 8);
+  const ImVec2 o = ImGui::GetCursorScreenPos();
+  dl->PushClipRect(o, ImVec2(o.x + label_w - 4, o.y + line), true);
+  dl->AddText(o, colors::kText, row.label.c_str());
+  dl->PopClipRect();
+  const float bx = o.x + label_w, h = line * 0.8f, by = o.y + (line - h) * 0.5f;
+  dl->AddRectFilled(ImVec2(bx, by), ImVec2(bx + bar_w, by + h), colors::kFree);
+  fill(bx, by, bar_w, h);
+  draw_pieces(dl, ImVec2(bx + bar_w + 6, o.y), row.figures);
+  ImGui::Dummy(ImVec2(width, line));
+  if (!row.note.empty()) {
+    ImGui::Indent(line);
+    ImGui::PushStyleColor(ImGuiCol_Text, colors::kTextDim);
+    ImGui::TextWrapped("%s", row.note.c_str());
+    ImGui::PopStyleColor();
+    ImGui::Unindent(line);
+  }
+  ImGui::Spacing();
+}
+
+// Context first, then the rest of what nvidia-smi counts (reserved), both to `scale`, as the
+// live panel's nvidia-smi bar draws them.
+void smi_bar(ImDrawList* dl, float x, float y, float w, float h, int64_t used, int64_t context, double scale) {
+  auto xs = [&](int64_t b) { return std::min(w, w * static_cast<float>(static_cast<double>(b) / scale)); };
+  bar_segment(dl, x, y, h, 0, xs(context), colors::kContext);
+  bar_segment(dl, x, y, h, xs(context), xs(used), colors::kReserved);
+}
+
+// "= CUDA context 400.0 MiB + reserved 20.0 MiB", the parts in their bar colours.
+std::vector<Piece> smi_parts(int64_t used, int64_t context) {
+  return {{"= ", colors::kTextDim}, {"CUDA context " + mib(context), colors::kContext}, {" + ", colors::kTextDim},
+          {"reserved " + mib(used - context), colors::kReserved}};
+}
+
+void dim_wrapped(const char* text) {
+  ImGui::PushStyleColor(ImGuiCol_Text, colors::kTextDim);
+  ImGui::TextWrapped("%s", text);
+  ImGui::PopStyleColor();
+}
+
+void error_wrapped(const std::string& text) {
+  if (text.empty()) return;
+  ImGui::PushStyleColor(ImGuiCol_Text, colors::kError);
+  ImGui::TextWrapped("%s", text.c_str());
+  ImGui::PopStyleColor();
+}
+
+// Action "memory": one row per operation, allocated inside reserved on one scale (the largest
+// reserved), then what nvidia-smi shows for the process: the context and reserved, to a scale of
+// their own (the context is hundreds of MiB and would flatten the rows above).
+void draw_allocator_replay(const StepMemory& m, bool zh) {
+  dim_wrapped(zh ? "逐个操作：allocated（绿）画在 reserved（蓝）里面，各行同一比例。"
+                 : "Operation by operation: allocated (green) inside reserved (blue), one scale.");
+  std::vector<StepRow> rows;
+  int64_t largest = 1;
+  for (const StepMemory::Operation& op : m.operations) {
+    // The runtime's note reads "alloc[0]: what happened": the operation becomes the row's label.
+    const size_t colon = op.note.find(": ");
+    StepRow r;
+    r.label = op.note.substr(0, colon);
+    r.note = colon == std::string::npos ? "" : op.note.substr(colon + 2);
+    r.figures = {{mib(op.allocated), colors::kAllocated}, {" / ", colors::kTextDim}, {mib(op.reserved), colors::kReserved}};
+    rows.push_back(std::move(r));
+    largest = std::max({largest, op.reserved, op.allocated});
+  }
+  const StepRow smi{"nvidia-smi", {{mib(m.smi_used), colors::kText}}, ""};
+  const float figures_w = std::max(figures_width(rows), pieces_width(smi.figures));
+  const double scale = static_cast<double>(largest) * 1.05;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const StepMemory::Operation& op = m.operations[i];
+    draw_step_row(rows[i], figures_w, [&](float x, float y, float w, float h) {
+      auto xs = [&](int64_t b) { return std::min(w, w * static_cast<float>(static_cast<double>(b) / scale)); };
+      bar_segment(ImGui::GetWindowDrawList(), x, y, h, 0, xs(op.reserved), colors::kReserved);
+      bar_segment(ImGui::GetWindowDrawList(), x, y, h, 0, xs(op.allocated), colors::kAllocated);
+    });
+  }
+  error_wrapped(m.error);
+  ImGui::Separator();
+  draw_step_row(smi, figures_w, [&](float x, float y, float w, float h) {
+    smi_bar(ImGui::GetWindowDrawList(), x, y, w, h, m.smi_used, m.context,
+            static_cast<double>(std::max<int64_t>(m.smi_used, 1)));
+  });
+  const ImVec2 at = ImGui::GetCursorScreenPos();
+  const std::vector<Piece> parts = smi_parts(m.smi_used, m.context);
+  draw_pieces(ImGui::GetWindowDrawList(), ImVec2(at.x + ImGui::GetTextLineHeight(), at.y), parts);
+  ImGui::Dummy(ImVec2(pieces_width(parts), ImGui::GetTextLineHeight()));
+  dim_wrapped(zh ? "（这一行单独成比例：context 有几百 MiB。）" : "(this row has its own scale: the context is hundreds of MiB)");
+}
+
+// Action "machine": nvidia-smi per GPU at the end of the story's part, every process together.
+void draw_machine_memory(const StepMemory& m, bool zh) {
+  dim_wrapped(zh ? "这一段结束时的 nvidia-smi：每块 GPU 上所有进程的 CUDA context（紫）加 reserved（蓝），同一比例。"
+                 : "nvidia-smi at the end of this part: per GPU, every process's CUDA context (purple) plus "
+                   "reserved (blue), one scale.");
+  std::vector<StepRow> rows;
+  int64_t largest = 1;
+  char buf[64];
+  for (const StepMemory::Gpu& g : m.gpus) {
+    StepRow r;
+    std::snprintf(buf, sizeof buf, "GPU %d", g.index);
+    r.label = buf;
+    r.figures = {{mib(g.used), colors::kText}};
+    if (zh) std::snprintf(buf, sizeof buf, "%d 个进程：", g.processes);
+    else std::snprintf(buf, sizeof buf, "%d process%s: ", g.processes, g.processes == 1 ? "" : "es");
+    r.note = g.processes ? buf + mib(g.context) + " CUDA context + " + mib(g.used - g.context) + " reserved"
+                         : (zh ? "没有进程" : "no process");
+    rows.push_back(std::move(r));
+    largest = std::max(largest, g.used);
+  }
+  const float figures_w = figures_width(rows);
+  const double scale = static_cast<double>(largest) * 1.05;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const StepMemory::Gpu& g = m.gpus[i];
+    draw_step_row(rows[i], figures_w, [&](float x, float y, float w, float h) {
+      smi_bar(ImGui::GetWindowDrawList(), x, y, w, h, g.used, g.context, scale);
+    });
+  }
+  error_wrapped(m.error);
+}
+
+// The section above the live bars: the current step's figures, or how to get them.
+void draw_lesson_step(const LessonView& v, bool zh) {
+  const lesson::Step* step = v.current_step();
+  if (!step || (step->action != "memory" && step->action != "machine")) return;
+  ImGui::PushStyleColor(ImGuiCol_Text, colors::kAccuracy);
+  ImGui::Text("%s%s", zh ? "课程步骤：" : "Lesson step: ", step->id.c_str());
+  ImGui::PopStyleColor();
+  if (const std::optional<StepMemory> m = current_step_memory(v)) {
+    if (m->action == "memory") draw_allocator_replay(*m, zh);
+    else draw_machine_memory(*m, zh);
+  } else {
+    dim_wrapped(v.running ? (zh ? "运行中..." : "Running...")
+                          : (zh ? "在课程面板里点“运行并检查”，这一步的显存数字会显示在这里。"
+                                : "Run the step (Lesson panel, \"Run and check\") to see its memory here."));
+  }
+  ImGui::Spacing();
+  ImGui::Separator();
+  dim_wrapped(zh ? "实时训练（可视化器自己的训练进程）：" : "Live run (the visualizer's own training process):");
+}
+
 }  // namespace
 
-void MemoryPanel::draw_frame(AppState& /*app*/, const Snapshot& snap) {
+void MemoryPanel::draw_frame(AppState& app, const Snapshot& snap) {
+  draw_lesson_step(snap.lesson, app.lesson.zh);
   ImGui::Checkbox("bars to capacity", &capacity_scale);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("off: PyTorch's bars share the scale of the busiest GPU\non: every bar is the GPU's whole memory");

@@ -40,7 +40,8 @@ struct PipelinePanel {
   void update(const Snapshot& snap, float dt);
 };
 
-// Per GPU: allocated, reserved, context and capacity, with history.
+// Per GPU: allocated, reserved, context and capacity, with history. Above them, once the open
+// lesson's current step (action "memory" or "machine") has run, that step's own figures.
 struct MemoryPanel {
   bool capacity_scale = false;  // false: bars scaled to the busiest GPU; true: to capacity
   void draw_frame(AppState& app, const Snapshot& snap);
