@@ -282,8 +282,11 @@ void MemoryPanel::draw_frame(AppState& app, const Snapshot& snap) {
     if (!d.used) {
       std::snprintf(buf, sizeof buf, "GPU %d", d.index);
       dl->AddText(o, colors::kTextDim, buf);
-      std::snprintf(buf, sizeof buf, "%s: not used by this process, no CUDA context (%s free)",
-                    short_gpu_name(d.name).c_str(), human_bytes(cap).c_str());
+      for (const char* format : {"%s: not used by this process, no CUDA context (%s free)",
+                                 "%s: not used, no context (%s free)", "%s: not used (%s free)"}) {
+        std::snprintf(buf, sizeof buf, format, short_gpu_name(d.name).c_str(), human_bytes(cap).c_str());
+        if (ImGui::CalcTextSize(buf).x <= width - label_w) break;
+      }
       dl->PushClipRect(o, ImVec2(o.x + width, o.y + line + 2), true);
       dl->AddText(ImVec2(o.x + label_w, o.y), colors::kTextDim, buf);
       dl->PopClipRect();
@@ -329,9 +332,13 @@ void MemoryPanel::draw_frame(AppState& app, const Snapshot& snap) {
     bar_segment(dl, bx, y2, h2, 0, xs(static_cast<double>(d.allocated)), colors::kAllocated);
     const float pk = xs(static_cast<double>(d.peak_allocated));
     if (pk > 0) dl->AddLine(ImVec2(bx + pk, y2 - 1), ImVec2(bx + pk, y2 + h2 + 1), colors::kPeak, 2);
-    std::snprintf(buf, sizeof buf, "allocated %s   reserved %s   context %s",
-                  human_bytes(static_cast<double>(d.allocated)).c_str(),
-                  human_bytes(static_cast<double>(d.reserved)).c_str(), human_bytes(ctx).c_str());
+    // The longest caption that fits under the bar: a narrow panel drops words, not the figures.
+    const std::string a = human_bytes(static_cast<double>(d.allocated)), r = human_bytes(static_cast<double>(d.reserved));
+    for (const char* format : {"allocated %s   reserved %s   context %s", "allocated %s  reserved %s",
+                               "alloc %s  resv %s", "%s / %s"}) {
+      std::snprintf(buf, sizeof buf, format, a.c_str(), r.c_str(), human_bytes(ctx).c_str());
+      if (ImGui::CalcTextSize(buf).x <= bar_w) break;
+    }
     dl->PushClipRect(ImVec2(bx, y2 + h2), ImVec2(bx + bar_w, y2 + h2 + line + 2), true);
     dl->AddText(ImVec2(bx, y2 + h2 + 1), colors::kTextDim, buf);
     dl->PopClipRect();
