@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include <imgui.h>
 #include <imgui_stdlib.h>  // defines: ImGui::InputText for std::string
@@ -158,20 +160,30 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
   dl->AddLine(ImVec2(box_x(0) + box_w * 0.5f, link_y), ImVec2(box_x(n - 1) + box_w * 0.5f, link_y), link_col, 3);
   for (int i = 0; i < n; ++i)
     dl->AddLine(ImVec2(box_x(i) + box_w * 0.5f, link_y), ImVec2(box_x(i) + box_w * 0.5f, phys_y), link_col, 2);
-  if (links.fabric)
-    std::snprintf(buf, sizeof buf, "%s between every pair: %.0f GB/s each way",
-                  links.kind == LinkKind::nvlink ? "NVLink (NVSwitch)" : "PCIe", links.gbps);
-  else if (n > 1)
-    std::snprintf(buf, sizeof buf, "no direct links: GPU to GPU over PCIe through the host, %.0f GB/s",
-                  topo.host.pinned_bandwidth / 1e9);
-  else
-    std::snprintf(buf, sizeof buf, "host link: PCIe, %.0f GB/s pinned, %.0f GB/s pageable",
-                  topo.host.pinned_bandwidth / 1e9, topo.host.pageable_bandwidth / 1e9);
-  ImVec2 label_size = ImGui::CalcTextSize(buf);
-  if (label_size.x > width - 8 && n > 1 && !links.fabric) {  // a narrow panel: the short form
-    std::snprintf(buf, sizeof buf, "no GPU links: via the host, %.0f GB/s", topo.host.pinned_bandwidth / 1e9);
-    label_size = ImGui::CalcTextSize(buf);
+  // The longest label that fits the panel.
+  std::vector<std::string> labels;
+  auto add = [&](const char* format, auto... args) {
+    std::snprintf(buf, sizeof buf, format, args...);
+    labels.emplace_back(buf);
+  };
+  const char* fabric = links.kind == LinkKind::nvlink ? "NVLink" : "PCIe";
+  if (links.fabric) {
+    add("%s between every pair: %.0f GB/s each way", links.kind == LinkKind::nvlink ? "NVLink (NVSwitch)" : "PCIe", links.gbps);
+    add("%s, every pair: %.0f GB/s", fabric, links.gbps);
+    add("%s %.0f GB/s", fabric, links.gbps);
+  } else if (n > 1) {
+    add("no direct links: GPU to GPU over PCIe through the host, %.0f GB/s", topo.host.pinned_bandwidth / 1e9);
+    add("no GPU links: via the host, %.0f GB/s", topo.host.pinned_bandwidth / 1e9);
+    add("via host %.0f GB/s", topo.host.pinned_bandwidth / 1e9);
+  } else {
+    add("host link: PCIe, %.0f GB/s pinned, %.0f GB/s pageable", topo.host.pinned_bandwidth / 1e9,
+        topo.host.pageable_bandwidth / 1e9);
+    add("host: PCIe %.0f GB/s pinned", topo.host.pinned_bandwidth / 1e9);
   }
+  size_t pick = 0;
+  while (pick + 1 < labels.size() && ImGui::CalcTextSize(labels[pick].c_str()).x > width - 8) ++pick;
+  std::snprintf(buf, sizeof buf, "%s", labels[pick].c_str());
+  const ImVec2 label_size = ImGui::CalcTextSize(buf);
   const float label_x = origin.x + std::max(0.0f, (width - label_size.x) * 0.5f);
   dl->AddRectFilled(ImVec2(label_x - 4, link_y - line * 0.5f - 1), ImVec2(label_x + label_size.x + 4, link_y + line * 0.5f + 1), colors::kPanel);
   dl->AddText(ImVec2(label_x, link_y - line * 0.5f), link_col, buf);
