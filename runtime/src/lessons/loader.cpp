@@ -25,6 +25,7 @@
 #include "furnace/topology.h"           // defines: load_topology
 #include "lessons/lesson_names.h"       // defines: names::is_slug, parse_ref, parse_step_heading
 #include "machine/toml_guard.h"         // defines: toml_ascii
+#include "machine/toml_messages.h"      // defines: toml_type_name, nearest_name
 
 #ifndef FURNACE_DEFAULT_LESSONS_DIR
 #define FURNACE_DEFAULT_LESSONS_DIR "lessons"  // CMake passes the source tree's
@@ -37,41 +38,9 @@ namespace fs = std::filesystem;
 
 // ---- [SECTION] reading TOML fields --------------------------------------------------------------
 
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
-std::string type_name(const toml::node& n) {
-  switch (n.type()) {
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    default: return "a date/time";
-  }
-}
-
 // "did you mean 'x'?" or the list of allowed names.
 std::string suggestion(std::string_view got, const std::vector<std::string>& allowed) {
-  std::string best;
-  size_t best_d = 3;
-  for (const std::string& a : allowed) {
-    const size_t d = edit_distance(got, a);
-    if (d < best_d) best_d = d, best = a;
-  }
+  const std::string best = nearest_name(got, allowed);
   if (!best.empty()) return "did you mean '" + best + "'?";
   std::string all;
   for (const std::string& a : allowed) all += (all.empty() ? "" : ", ") + a;
@@ -117,30 +86,30 @@ class Fields {
   }
   std::string string(std::string_view key) const { return string_of(need(key), key); }
   std::string string_of(const toml::node& n, std::string_view key) const {
-    if (!n.is_string()) fail(&n, "'" + std::string(key) + "' must be a string, got " + type_name(n));
+    if (!n.is_string()) fail(&n, "'" + std::string(key) + "' must be a string, got " + toml_type_name(n));
     return std::string(*n.value<std::string_view>());
   }
   int64_t integer_of(const toml::node& n, std::string_view key) const {
-    if (!n.is_integer()) fail(&n, "'" + std::string(key) + "' must be an integer, got " + type_name(n));
+    if (!n.is_integer()) fail(&n, "'" + std::string(key) + "' must be an integer, got " + toml_type_name(n));
     return *n.value<int64_t>();
   }
   int64_t integer(std::string_view key) const { return integer_of(need(key), key); }
   double number_of(const toml::node& n, std::string_view key) const {
-    if (!n.is_number()) fail(&n, "'" + std::string(key) + "' must be a number, got " + type_name(n));
+    if (!n.is_number()) fail(&n, "'" + std::string(key) + "' must be a number, got " + toml_type_name(n));
     return *n.value<double>();
   }
   bool boolean_of(const toml::node& n, std::string_view key) const {
-    if (!n.is_boolean()) fail(&n, "'" + std::string(key) + "' must be true or false, got " + type_name(n));
+    if (!n.is_boolean()) fail(&n, "'" + std::string(key) + "' must be true or false, got " + toml_type_name(n));
     return *n.value<bool>();
   }
   const toml::array& array_of(const toml::node& n, std::string_view key) const {
-    if (!n.is_array()) fail(&n, "'" + std::string(key) + "' must be an array, got " + type_name(n));
+    if (!n.is_array()) fail(&n, "'" + std::string(key) + "' must be an array, got " + toml_type_name(n));
     return *n.as_array();
   }
   std::vector<int64_t> integers_of(const toml::node& n, std::string_view key) const {
     std::vector<int64_t> out;
     for (const toml::node& item : array_of(n, key)) {
-      if (!item.is_integer()) fail(&item, "'" + std::string(key) + "' must be an array of integers, got " + type_name(item) + " in it");
+      if (!item.is_integer()) fail(&item, "'" + std::string(key) + "' must be an array of integers, got " + toml_type_name(item) + " in it");
       out.push_back(*item.value<int64_t>());
     }
     return out;
@@ -148,7 +117,7 @@ class Fields {
   std::vector<std::string> strings_of(const toml::node& n, std::string_view key) const {
     std::vector<std::string> out;
     for (const toml::node& item : array_of(n, key)) {
-      if (!item.is_string()) fail(&item, "'" + std::string(key) + "' must be an array of strings, got " + type_name(item) + " in it");
+      if (!item.is_string()) fail(&item, "'" + std::string(key) + "' must be an array of strings, got " + toml_type_name(item) + " in it");
       out.emplace_back(*item.value<std::string_view>());
     }
     return out;
@@ -156,7 +125,7 @@ class Fields {
   // `key = { en = "...", zh = "..." }` (or the dotted form): both required, non-empty.
   Text text(std::string_view key) const {
     const toml::node& n = need(key);
-    if (!n.is_table()) fail(&n, "'" + std::string(key) + "' must be a table { en = \"...\", zh = \"...\" }, got " + type_name(n));
+    if (!n.is_table()) fail(&n, "'" + std::string(key) + "' must be a table { en = \"...\", zh = \"...\" }, got " + toml_type_name(n));
     Fields f(*n.as_table(), origin_, what_.empty() ? std::string(key) : what_ + ": " + std::string(key));
     f.only({"en", "zh"}, std::string("'" + std::string(key) + "'").c_str());
     Text t{f.string("en"), f.string("zh")};
@@ -220,7 +189,7 @@ StepScenario read_scenario(const Fields* f, const ActionInfo& action) {
         f->fail(&n, std::string("topology: ") + e.what());
       }
     } else if (k == "env") {
-      if (!n.is_table()) f->fail(&n, "'env' must be a table { CUDA_VISIBLE_DEVICES = \"...\" }, got " + type_name(n));
+      if (!n.is_table()) f->fail(&n, "'env' must be a table { CUDA_VISIBLE_DEVICES = \"...\" }, got " + toml_type_name(n));
       Fields env(*n.as_table(), f->origin(), f->what() + ": env");
       env.only({kCudaVisibleDevices, kCudaDeviceOrder}, "env");
       for (auto&& [ek, ev] : *n.as_table()) sc.env[std::string(ek.str())] = env.string_of(ev, ek.str());
@@ -396,7 +365,7 @@ Value literal_value(const toml::node& n, const Fields& f, const std::string& key
     for (const toml::node& item : *n.as_array()) items.push_back(literal_value(item, f, key));
     return Value::of_array(std::move(items));
   }
-  f.fail(&n, "'" + key + "' must be a value or { of = \"OBSERVABLE\", times = k }, got " + type_name(n));
+  f.fail(&n, "'" + key + "' must be a value or { of = \"OBSERVABLE\", times = k }, got " + toml_type_name(n));
 }
 
 const std::vector<std::pair<std::string, Expectation::Op>>& expectation_keys() {
@@ -597,7 +566,7 @@ Lesson read_lesson_toml(const fs::path& folder) {
       sf.fail(sf.find("action"), "unknown action '" + printable(s.action) + "' (" + suggestion(s.action, names) + ")");
     }
     const toml::node* scenario = sf.find("scenario");
-    if (scenario && !scenario->is_table()) sf.fail(scenario, "'scenario' must be a table, got " + type_name(*scenario));
+    if (scenario && !scenario->is_table()) sf.fail(scenario, "'scenario' must be a table, got " + toml_type_name(*scenario));
     if (scenario) {
       Fields scf(*scenario->as_table(), origin, "step '" + s.id + "': scenario");
       s.scenario = read_scenario(&scf, *action);

@@ -63,6 +63,7 @@
 #include "furnace/error.h"  // defines: FURNACE_CHECK, FURNACE_FAIL, printable
 #include "furnace/file_kind.h"  // defines: too_big_to_read
 #include "machine/toml_guard.h"  // defines: toml_ascii
+#include "machine/toml_messages.h"  // defines: toml_type_name, nearest_name
 
 #ifndef FURNACE_DEFAULT_DATA_DIR
 #define FURNACE_DEFAULT_DATA_DIR "data"  // CMake passes the real one; this is for ad-hoc builds
@@ -76,36 +77,6 @@ constexpr double kTFLOPS = 1e12;
 constexpr double kMicrosecond = 1e-6;
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 constexpr int64_t kMaxGpus = 1024;  // per file: far beyond any machine, small enough for links
-
-std::string type_name(const toml::node& n) {
-  switch (n.type()) {
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::date:
-    case toml::node_type::time:
-    case toml::node_type::date_time: return "a date/time";
-    default: return "nothing";
-  }
-}
-
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
 
 bool is_hex(char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; }
 
@@ -184,12 +155,7 @@ class Fields {
     for (auto&& [key, node] : t_) {
       std::string_view k = key.str();
       if (std::find(allowed.begin(), allowed.end(), k) != allowed.end()) continue;
-      std::string_view best;
-      size_t best_d = 3;  // suggest only within 2 edits
-      for (std::string_view a : allowed) {
-        size_t d = edit_distance(k, a);
-        if (d < best_d) best_d = d, best = a;
-      }
+      const std::string best = nearest_name(k, allowed);
       std::ostringstream os;
       os << "unknown key '" << printable(k) << "'";
       if (!best.empty()) {
@@ -221,7 +187,7 @@ class Fields {
     return string_of(*n, key);
   }
   std::string string_of(const toml::node& n, std::string_view key) const {
-    if (!n.is_string()) fail(&n, "'" + std::string(key) + "' must be a string, got " + type_name(n));
+    if (!n.is_string()) fail(&n, "'" + std::string(key) + "' must be a string, got " + toml_type_name(n));
     std::string s = n.as_string()->get();
     if (s.empty()) fail(&n, "'" + std::string(key) + "' must not be empty");
     return s;
@@ -231,7 +197,7 @@ class Fields {
   int64_t positive_integer(std::string_view key, int64_t max) const {
     const toml::node& n = need(key);
     if (!n.is_integer())
-      fail(&n, "'" + std::string(key) + "' must be an integer, got " + type_name(n));
+      fail(&n, "'" + std::string(key) + "' must be an integer, got " + toml_type_name(n));
     int64_t v = n.as_integer()->get();
     if (v <= 0) fail(&n, "'" + std::string(key) + "' must be positive, got " + std::to_string(v));
     if (v > max)
@@ -249,7 +215,7 @@ class Fields {
     } else if (n.is_floating_point()) {
       v = n.as_floating_point()->get();
     } else {
-      fail(&n, "'" + std::string(key) + "' must be a number, got " + type_name(n));
+      fail(&n, "'" + std::string(key) + "' must be a number, got " + toml_type_name(n));
     }
     if (!(v > 0) || !std::isfinite(v)) {
       std::ostringstream os;
@@ -274,7 +240,7 @@ class Fields {
       out.push_back(string_of(*n, key));
     } else {
       fail(n, "'" + std::string(key) + "' must be an array of " + std::to_string(count) +
-                  " strings when count = " + std::to_string(count) + ", got " + type_name(*n));
+                  " strings when count = " + std::to_string(count) + ", got " + toml_type_name(*n));
     }
     return out;
   }
@@ -293,11 +259,11 @@ std::vector<const toml::table*> tables_of(const Fields& top, std::string_view ke
   const toml::array* arr = n->as_array();
   if (!arr)
     top.fail(n, "'" + std::string(key) + "' must be an array of tables ([[" + std::string(key) +
-                    "]]), got " + type_name(*n));
+                    "]]), got " + toml_type_name(*n));
   for (const toml::node& e : *arr) {
     if (!e.is_table())
       top.fail(&e, "'" + std::string(key) + "' must be an array of tables ([[" + std::string(key) +
-                       "]]), found " + type_name(e) + " in it");
+                       "]]), found " + toml_type_name(e) + " in it");
     out.push_back(e.as_table());
   }
   return out;
@@ -306,7 +272,7 @@ std::vector<const toml::table*> tables_of(const Fields& top, std::string_view ke
 HostLinkSpec parse_host(const Fields& top, const std::string& origin) {
   const toml::node* n = top.find("host");
   if (!n) top.fail(nullptr, "missing [host] table");
-  if (!n->is_table()) top.fail(n, "'host' must be a table ([host]), got " + type_name(*n));
+  if (!n->is_table()) top.fail(n, "'host' must be a table ([host]), got " + toml_type_name(*n));
   Fields f(*n->as_table(), origin, "[host]");
   f.only({"pinned_gbps", "pageable_gbps", "latency_us"});
   HostLinkSpec h;
@@ -442,7 +408,7 @@ std::vector<LinkSpec> parse_links(const Fields& top, const std::string& origin, 
 
     std::vector<std::pair<int, int>> pairs;
     if (const toml::node* all = f.find("all")) {
-      if (!all->is_boolean()) f.fail(all, "'all' must be a boolean, got " + type_name(*all));
+      if (!all->is_boolean()) f.fail(all, "'all' must be a boolean, got " + toml_type_name(*all));
       if (!all->as_boolean()->get()) f.fail(all, "'all' must be true when given (or use 'a' and 'b')");
       if (f.find("a") || f.find("b"))
         f.fail(all, "use either 'all = true' or 'a' and 'b', not both");
@@ -454,7 +420,7 @@ std::vector<LinkSpec> parse_links(const Fields& top, const std::string& origin, 
       for (int k = 0; k < 2; ++k) {
         const toml::node& n = f.need(names[k]);
         if (!n.is_integer())
-          f.fail(&n, std::string("'") + names[k] + "' must be an integer, got " + type_name(n));
+          f.fail(&n, std::string("'") + names[k] + "' must be an integer, got " + toml_type_name(n));
         int64_t v = n.as_integer()->get();
         if (v < 0 || v >= n_gpus)
           f.fail(&n, std::string("'") + names[k] + "' = " + std::to_string(v) +
