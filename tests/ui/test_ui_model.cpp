@@ -15,6 +15,7 @@
 #include "frame_stats.h"
 #include "furnace/error.h"
 #include "lesson_driver.h"
+#include "panels.h"  // defines: human_seconds
 #include "pipeline.h"
 #include "trace_file.h"
 
@@ -32,6 +33,13 @@ TraceEvent event(EventKind kind, const char* name, int device, double start = 0,
 }
 
 // ---- LiveFeed -----------------------------------------------------------------------------
+
+TEST(HumanSeconds, PicksTheUnitAndNeverPrintsMinusZero) {
+  EXPECT_EQ(human_seconds(12.3e-6), "12.3 us");
+  EXPECT_EQ(human_seconds(4.561e-3), "4.56 ms");
+  EXPECT_EQ(human_seconds(1.2), "1.20 s");
+  EXPECT_EQ(human_seconds(-1e-12), "0.0 us");  // a timeline tick a rounding error left of zero
+}
 
 TEST(LiveFeed, HandsOverEventsInOrderOnce) {
   LiveFeed feed(64);

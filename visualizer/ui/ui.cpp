@@ -57,6 +57,7 @@ std::string human_bytes(double b) {
 
 std::string human_seconds(double s) {
   char buf[32];
+  if (std::abs(s) < 5e-8) s = 0;  // a tick a rounding error left of zero reads 0.0 us, not -0.0 us
   if (s >= 1.0)
     std::snprintf(buf, sizeof buf, "%.2f s", s);
   else if (s >= 1e-3)
