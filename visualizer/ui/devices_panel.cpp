@@ -207,16 +207,20 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
     const bool on = visible[static_cast<size_t>(i)];
     dl->AddRectFilled(a, b, on ? colors::kGpuBox : with_alpha(colors::kGpuBox, 0.35f), 4);
     dl->AddRect(a, b, on ? colors::kGpuBoxBorder : colors::kGrid, 4, 0, dv && dv->used ? 2.5f : 1.0f);
-    dl->PushClipRect(ImVec2(a.x + 3, a.y), ImVec2(b.x - 3, b.y), true);
+    const float pad = box_w < 60 ? 2.0f : 5.0f;  // eight GPUs in a narrow panel: every pixel counts
+    const float text_w = box_w - 2 * pad;
+    dl->PushClipRect(ImVec2(a.x + 1, a.y), ImVec2(b.x - 1, b.y), true);
     std::snprintf(buf, sizeof buf, "GPU %d", i);
-    dl->AddText(ImVec2(a.x + 5, a.y + 3), on ? colors::kText : colors::kTextDim, buf);
-    fit_words(short_gpu_name(g.name), box_w - 10, buf, sizeof buf);
-    dl->AddText(ImVec2(a.x + 5, a.y + 3 + line), on ? colors::kText : colors::kTextDim, buf);
+    if (ImGui::CalcTextSize(buf).x > text_w) std::snprintf(buf, sizeof buf, "%d", i);
+    dl->AddText(ImVec2(a.x + pad, a.y + 3), on ? colors::kText : colors::kTextDim, buf);
+    fit_words(short_gpu_name(g.name), text_w, buf, sizeof buf);
+    dl->AddText(ImVec2(a.x + pad, a.y + 3 + line), on ? colors::kText : colors::kTextDim, buf);
     const double gib = static_cast<double>(g.memory_bytes) / (1024.0 * 1024 * 1024);
     const std::string bus = g.pci_bus_id.size() > 9 ? g.pci_bus_id.substr(9, 2) : g.pci_bus_id;
     std::snprintf(buf, sizeof buf, "%.0f GiB  bus %s", gib, bus.c_str());
-    if (ImGui::CalcTextSize(buf).x > box_w - 10) std::snprintf(buf, sizeof buf, "%.0f GiB", gib);
-    dl->AddText(ImVec2(a.x + 5, a.y + 3 + 2 * line), colors::kTextDim, buf);
+    if (ImGui::CalcTextSize(buf).x > text_w) std::snprintf(buf, sizeof buf, "%.0f GiB", gib);
+    if (ImGui::CalcTextSize(buf).x > text_w) std::snprintf(buf, sizeof buf, "%.0fG", gib);
+    dl->AddText(ImVec2(a.x + pad, a.y + 3 + 2 * line), colors::kTextDim, buf);
     dl->PopClipRect();
     if (mouse.x >= a.x && mouse.x < b.x && mouse.y >= a.y && mouse.y < b.y)
       ImGui::SetTooltip("GPU %d (nvidia-smi): %s\n%s\nbus %s, %d SMs, %.0f GB/s memory\n%s",
@@ -227,7 +231,8 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
 
   // Logical devices and their arrows; the arrows glide to new targets when the mapping changes.
   const int m = vis.count();
-  const float lw = std::min(box_w, 120.0f);
+  // As wide as the row allows (a few visible GPUs of eight get readable boxes), at most 120 px.
+  const float lw = std::min(120.0f, std::max(box_w, (width - gap * static_cast<float>(std::max(0, m - 1))) / static_cast<float>(std::max(1, m))));
   const float lrow = lw * static_cast<float>(m) + gap * static_cast<float>(std::max(0, m - 1));
   const float lx0 = origin.x + std::max(0.0f, (width - lrow) * 0.5f);
   const float k = 1.0f - std::exp(-ImGui::GetIO().DeltaTime * 14.0f);
@@ -236,11 +241,14 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
     const VisibleDevice& d = vis.devices[static_cast<size_t>(j)];
     const ImVec2 a(lx0 + static_cast<float>(j) * (lw + gap), logical_y), b(a.x + lw, logical_y + logical_h);
     dl->AddRectFilled(a, b, colors::kLogicalBox, 4);
-    std::snprintf(buf, sizeof buf, "cuda:%d", d.ordinal);
-    dl->AddText(ImVec2(a.x + 5, a.y + 3), colors::kText, buf);
-    std::snprintf(buf, sizeof buf, "= GPU %d", d.physical_index);
+    const float pad = lw < 60 ? 2.0f : 5.0f;
     dl->PushClipRect(a, b, true);
-    dl->AddText(ImVec2(a.x + 5, a.y + 3 + line), colors::kTextDim, buf);
+    std::snprintf(buf, sizeof buf, "cuda:%d", d.ordinal);
+    if (ImGui::CalcTextSize(buf).x > lw - 2 * pad) std::snprintf(buf, sizeof buf, ":%d", d.ordinal);
+    dl->AddText(ImVec2(a.x + pad, a.y + 3), colors::kText, buf);
+    std::snprintf(buf, sizeof buf, "= GPU %d", d.physical_index);
+    if (ImGui::CalcTextSize(buf).x > lw - 2 * pad) std::snprintf(buf, sizeof buf, "=%d", d.physical_index);
+    dl->AddText(ImVec2(a.x + pad, a.y + 3 + line), colors::kTextDim, buf);
     dl->PopClipRect();
     if (mouse.x >= a.x && mouse.x < b.x && mouse.y >= a.y && mouse.y < b.y)
       ImGui::SetTooltip("cuda:%d is physical GPU %d%s%s%s", d.ordinal, d.physical_index,
