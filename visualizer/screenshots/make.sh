@@ -15,4 +15,5 @@ shot --topology dgx-h100 --parallel dp --device-ids 0,1,2,3 --panel timeline --s
 shot --topology dgx-h100 --parallel dp --panel controls --size 520x440 --wait-steps 5 --frames 10 --screenshot $out/controls.png
 shot --lesson 03-device-mapping --lesson-step 2 --lesson-run --wait-steps 3 --frames 20 --screenshot $out/lesson.png
 shot --lesson 01-single-card --lesson-run --lang zh --panel lesson --size 900x700 --frames 20 --screenshot $out/lesson-zh.png
+shot --lesson 05-memory --lesson-step 3 --lesson-run --panel memory --size 900x560 --frames 20 --screenshot $out/lesson-memory.png
 ls -l $out/*.png
