@@ -105,9 +105,10 @@ int64_t int_of(const lesson::Observables& obs, const char* name, int64_t fallbac
 }
 
 // The items of an array observable; empty when it is absent (an action that failed early).
-std::vector<lesson::Value> items_of(const lesson::Observables& obs, const char* name) {
+const std::vector<lesson::Value>& items_of(const lesson::Observables& obs, const char* name) {
+  static const std::vector<lesson::Value> kNone;
   const lesson::Value* v = observable(obs, name);
-  return v && v->type == lesson::Value::Type::array ? v->items : std::vector<lesson::Value>{};
+  return v && v->type == lesson::Value::Type::array ? v->items : kNone;
 }
 
 int64_t item_int(const std::vector<lesson::Value>& items, size_t i) {
@@ -124,17 +125,17 @@ std::optional<StepMemory> step_memory(const lesson::Step& step, const lesson::St
   m.action = step.action;
   if (const lesson::Value* e = observable(obs, "error")) m.error = e->string;
   if (step.action == "memory") {
-    const std::vector<lesson::Value> notes = items_of(obs, "notes");
-    const std::vector<lesson::Value> allocated = items_of(obs, "allocated_steps");
-    const std::vector<lesson::Value> reserved = items_of(obs, "reserved_steps");
+    const std::vector<lesson::Value>& notes = items_of(obs, "notes");
+    const std::vector<lesson::Value>& allocated = items_of(obs, "allocated_steps");
+    const std::vector<lesson::Value>& reserved = items_of(obs, "reserved_steps");
     for (size_t i = 0; i < notes.size(); ++i)
       m.operations.push_back({notes[i].string, item_int(allocated, i), item_int(reserved, i)});
     m.context = int_of(obs, "context");
     m.smi_used = int_of(obs, "smi_used", m.context + m.reserved());  // absent after an error
   } else {
-    const std::vector<lesson::Value> used = items_of(obs, "smi_used");
-    const std::vector<lesson::Value> context = items_of(obs, "smi_context");
-    const std::vector<lesson::Value> processes = items_of(obs, "smi_process_count");
+    const std::vector<lesson::Value>& used = items_of(obs, "smi_used");
+    const std::vector<lesson::Value>& context = items_of(obs, "smi_context");
+    const std::vector<lesson::Value>& processes = items_of(obs, "smi_process_count");
     for (size_t i = 0; i < used.size(); ++i)
       m.gpus.push_back({static_cast<int>(i), item_int(used, i), item_int(context, i),
                         static_cast<int>(item_int(processes, i))});

@@ -71,11 +71,8 @@ void draw_pieces(ImDrawList* dl, ImVec2 at, const std::vector<Piece>& pieces) {
   }
 }
 
-std::string mib(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
-  return buf;
-}
+// human_bytes for the step's integer byte counts.
+std::string bytes_text(int64_t bytes) { return human_bytes(static_cast<double>(bytes)); }
 
 // One row of a step's section: its label, the figures right of its bar, and a note under them.
 struct StepRow {
@@ -129,8 +126,8 @@ void smi_bar(ImDrawList* dl, float x, float y, float w, float h, int64_t used, i
 
 // "= CUDA context 400.0 MiB + reserved 20.0 MiB", the parts in their bar colours.
 std::vector<Piece> smi_parts(int64_t used, int64_t context) {
-  return {{"= ", colors::kTextDim}, {"CUDA context " + mib(context), colors::kContext}, {" + ", colors::kTextDim},
-          {"reserved " + mib(used - context), colors::kReserved}};
+  return {{"= ", colors::kTextDim}, {"CUDA context " + bytes_text(context), colors::kContext}, {" + ", colors::kTextDim},
+          {"reserved " + bytes_text(used - context), colors::kReserved}};
 }
 
 void dim_wrapped(const char* text) {
@@ -160,11 +157,11 @@ void draw_allocator_replay(const StepMemory& m, bool zh) {
     StepRow r;
     r.label = op.note.substr(0, colon);
     r.note = colon == std::string::npos ? "" : op.note.substr(colon + 2);
-    r.figures = {{mib(op.allocated), colors::kAllocated}, {" / ", colors::kTextDim}, {mib(op.reserved), colors::kReserved}};
+    r.figures = {{bytes_text(op.allocated), colors::kAllocated}, {" / ", colors::kTextDim}, {bytes_text(op.reserved), colors::kReserved}};
     rows.push_back(std::move(r));
     largest = std::max({largest, op.reserved, op.allocated});
   }
-  const StepRow smi{"nvidia-smi", {{mib(m.smi_used), colors::kText}}, ""};
+  const StepRow smi{"nvidia-smi", {{bytes_text(m.smi_used), colors::kText}}, ""};
   const float figures_w = std::max(figures_width(rows), pieces_width(smi.figures));
   const double scale = static_cast<double>(largest) * 1.05;
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -200,10 +197,10 @@ void draw_machine_memory(const StepMemory& m, bool zh) {
     StepRow r;
     std::snprintf(buf, sizeof buf, "GPU %d", g.index);
     r.label = buf;
-    r.figures = {{mib(g.used), colors::kText}};
+    r.figures = {{bytes_text(g.used), colors::kText}};
     if (zh) std::snprintf(buf, sizeof buf, "%d 个进程：", g.processes);
     else std::snprintf(buf, sizeof buf, "%d process%s: ", g.processes, g.processes == 1 ? "" : "es");
-    r.note = g.processes ? buf + mib(g.context) + " CUDA context + " + mib(g.used - g.context) + " reserved"
+    r.note = g.processes ? buf + bytes_text(g.context) + " CUDA context + " + bytes_text(g.used - g.context) + " reserved"
                          : (zh ? "没有进程" : "no process");
     rows.push_back(std::move(r));
     largest = std::max(largest, g.used);
@@ -219,14 +216,15 @@ void draw_machine_memory(const StepMemory& m, bool zh) {
   error_wrapped(m.error);
 }
 
-// The section above the live bars: the current step's figures, or how to get them.
-void draw_lesson_step(const LessonView& v, bool zh) {
+// The section above the live bars: the current step's figures `m` (read from its outcome), or
+// how to get them.
+void draw_lesson_step(const LessonView& v, const std::optional<StepMemory>& m, bool zh) {
   const lesson::Step* step = v.current_step();
   if (!step || (step->action != "memory" && step->action != "machine")) return;
   ImGui::PushStyleColor(ImGuiCol_Text, colors::kAccuracy);
   ImGui::Text("%s%s", zh ? "课程步骤：" : "Lesson step: ", step->id.c_str());
   ImGui::PopStyleColor();
-  if (const std::optional<StepMemory> m = current_step_memory(v)) {
+  if (m) {
     if (m->action == "memory") draw_allocator_replay(*m, zh);
     else draw_machine_memory(*m, zh);
   } else {
@@ -242,7 +240,15 @@ void draw_lesson_step(const LessonView& v, bool zh) {
 }  // namespace
 
 void MemoryPanel::draw_frame(AppState& app, const Snapshot& snap) {
-  draw_lesson_step(snap.lesson, app.lesson.zh);
+  // The step's figures are read from its outcome once, when the results or the step change.
+  const LessonView& v = snap.lesson;
+  if (v.outcomes != step_outcomes_ || v.lesson != step_lesson_ || v.step != step_index_) {
+    step_outcomes_ = v.outcomes;
+    step_lesson_ = v.lesson;
+    step_index_ = v.step;
+    step_memory_ = current_step_memory(v);
+  }
+  draw_lesson_step(v, step_memory_, app.lesson.zh);
   ImGui::Checkbox("bars to capacity", &capacity_scale);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("off: PyTorch's bars share the scale of the busiest GPU\non: every bar is the GPU's whole memory");

@@ -7,12 +7,16 @@
 // ControlsPanel, LessonPanel, Ui.
 #pragma once
 
+#include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <imgui.h>
 
 #include "app_state.h"  // defines: AppState, PanelId
+#include "lesson_driver.h"  // defines: StepMemory, LessonView
 #include "pipeline.h"   // defines: Stage, PipelinePlayer
 #include "snapshot.h"   // defines: Snapshot
 
@@ -45,6 +49,13 @@ struct PipelinePanel {
 struct MemoryPanel {
   bool capacity_scale = false;  // false: bars scaled to the busiest GPU; true: to capacity
   void draw_frame(AppState& app, const Snapshot& snap);
+
+ private:
+  // The open lesson step's figures, and the results, lesson and step they were read from (held,
+  // so that a new result can never reuse the old one's address).
+  std::optional<StepMemory> step_memory_;
+  std::shared_ptr<const std::map<size_t, lesson::StepOutcome>> step_outcomes_;
+  int step_lesson_ = -1, step_index_ = -1;
 };
 
 // Loss and accuracy curves, throughput, AMP's loss scale, accumulation.

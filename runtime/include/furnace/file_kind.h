@@ -4,10 +4,11 @@
 #include <unistd.h>
 
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <system_error>
+
+#include "furnace/allocator.h"  // defines: format_size
 
 namespace furnace {
 
@@ -28,12 +29,7 @@ inline std::string too_big_to_read(const std::filesystem::path& path, uintmax_t 
   std::error_code ec;
   const uintmax_t size = std::filesystem::file_size(path, ec);
   if (ec || size <= limit) return "";
-  auto mib = [](uintmax_t b) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(b) / (1024.0 * 1024.0));
-    return std::string(text);
-  };
-  return "the file is " + mib(size) + "; at most " + mib(limit) + " is read";
+  return "the file is " + format_size(size) + "; at most " + format_size(limit) + " is read";
 }
 
 // Why a file could not be written at `path` by writing `path`.tmp and renaming it over `path`, or
