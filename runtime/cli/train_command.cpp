@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_helpers.h"  // defines: cuda_environment, parse_device_ids
 #include "commands.h"
 #include "furnace/allocator.h"
 #include "furnace/checkpoint.h"  // defines: read_checkpoint, resume_scenario

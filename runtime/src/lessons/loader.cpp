@@ -24,8 +24,7 @@
 #include "furnace/process.h"            // defines: kCudaVisibleDevices, kCudaDeviceOrder
 #include "furnace/topology.h"           // defines: load_topology
 #include "lessons/lesson_names.h"       // defines: names::is_slug, parse_ref, parse_step_heading
-#include "machine/toml_guard.h"         // defines: toml_ascii
-#include "machine/toml_messages.h"      // defines: toml_type_name, nearest_name
+#include "furnace/toml_reader.h"  // defines: toml_ascii, toml_type_name, nearest_name
 
 #ifndef FURNACE_DEFAULT_LESSONS_DIR
 #define FURNACE_DEFAULT_LESSONS_DIR "lessons"  // CMake passes the source tree's
@@ -519,7 +518,7 @@ Lesson read_lesson_toml(const fs::path& folder) {
   toml::table root;
   try {
     // toml_ascii: the same document in ASCII, which Debian's toml++ 3.3.0 parses without undefined
-    // behaviour on characters such as "。" (machine/toml_guard.h).
+    // behaviour on characters such as "。" (furnace/toml_reader.h).
     root = toml::parse(toml_ascii(read_file(file), origin), origin);
   } catch (const toml::parse_error& e) {
     FURNACE_FAIL() << origin << ":" << e.source().begin.line << ":" << e.source().begin.column << ": "

@@ -1,0 +1,31 @@
+// train/scenario_options: the options of the loader, the GradScaler and autocast, from a Scenario.
+#include "furnace/scenario_options.h"
+
+namespace furnace {
+
+LoaderOptions loader_options(const Scenario& sc) {
+  LoaderOptions lo;
+  lo.batch_size = sc.batch;
+  lo.shuffle = true;
+  lo.num_workers = sc.workers;
+  lo.prefetch_factor = sc.prefetch_factor;
+  lo.pin_memory = sc.pin_memory;
+  lo.seed = sc.seed;
+  return lo;
+}
+
+GradScalerOptions scaler_options(const Scenario& sc) {
+  GradScalerOptions so;
+  so.init_scale = sc.scaler.init_scale;
+  so.growth_factor = sc.scaler.growth_factor;
+  so.backoff_factor = sc.scaler.backoff_factor;
+  so.growth_interval = sc.scaler.growth_interval;
+  so.enabled = sc.amp == "fp16";
+  return so;
+}
+
+DType autocast_dtype(const Scenario& sc) {
+  return sc.amp == "fp16" ? DType::f16 : sc.amp == "bf16" ? DType::bf16 : DType::f32;
+}
+
+}  // namespace furnace
