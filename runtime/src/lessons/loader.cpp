@@ -200,7 +200,7 @@ StepScenario read_scenario(const Fields* f, const ActionInfo& action) {
       s.set_device = static_cast<int>(positive(f->integer_of(n, k), 0));
     } else if (k == "parallel") {
       sc.parallel = f->string_of(n, k);
-      if (sc.parallel != "none" && sc.parallel != "dp") f->fail(&n, "'parallel' must be \"none\" or \"dp\"");
+      if (!parse_parallel_mode(sc.parallel)) f->fail(&n, "'parallel' must be \"none\" or \"dp\"");
     } else if (k == "device") {
       sc.device = static_cast<int>(positive(f->integer_of(n, k), 0));
     } else if (k == "device_ids") {
@@ -279,7 +279,7 @@ StepScenario read_scenario(const Fields* f, const ActionInfo& action) {
   };
   std::stable_sort(s.keys.begin(), s.keys.end(), [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
   // What the CLI does too: model.cuda(device_ids[0]) before wrapping, unless `device` is given.
-  if (sc.parallel == "dp" && sc.device_ids && !sc.device_ids->empty() &&
+  if (parse_parallel_mode(sc.parallel) == ParallelMode::dp && sc.device_ids && !sc.device_ids->empty() &&
       std::find(s.keys.begin(), s.keys.end(), "device") == s.keys.end())
     sc.device = std::max(0, sc.device_ids->front());
   if (action.name == "memory" && s.alloc.empty()) f->fail(nullptr, "action 'memory' needs 'alloc' (sizes to allocate)");

@@ -20,12 +20,17 @@ GradScalerOptions scaler_options(const Scenario& sc) {
   so.growth_factor = sc.scaler.growth_factor;
   so.backoff_factor = sc.scaler.backoff_factor;
   so.growth_interval = sc.scaler.growth_interval;
-  so.enabled = sc.amp == "fp16";
+  so.enabled = sc.amp_mode() == AmpMode::fp16;
   return so;
 }
 
 DType autocast_dtype(const Scenario& sc) {
-  return sc.amp == "fp16" ? DType::f16 : sc.amp == "bf16" ? DType::bf16 : DType::f32;
+  switch (sc.amp_mode()) {
+    case AmpMode::fp16: return DType::f16;
+    case AmpMode::bf16: return DType::bf16;
+    case AmpMode::off: break;
+  }
+  return DType::f32;
 }
 
 }  // namespace furnace

@@ -113,8 +113,9 @@ std::string hex32(uint32_t v) {
 // device_ids (device_ids[0] first; unset: every visible device), else the training device.
 std::vector<std::pair<int, uint64_t>> used_devices(Runtime& rt, const Scenario& sc) {
   std::vector<int> ids;
-  if (sc.parallel == "dp" && sc.device_ids) ids = *sc.device_ids;
-  else if (sc.parallel == "dp") for (int d = 0; d < rt.device_count(); ++d) ids.push_back(d);
+  const bool dp = sc.parallel_mode() == ParallelMode::dp;
+  if (dp && sc.device_ids) ids = *sc.device_ids;
+  else if (dp) for (int d = 0; d < rt.device_count(); ++d) ids.push_back(d);
   else ids.push_back(sc.device);
   std::vector<std::pair<int, uint64_t>> out;
   for (int d : ids) {
@@ -198,7 +199,7 @@ struct TrainingRun::State {
 // the optimizer, the scaler and the loop's tallies from it.
 void TrainingRun::State::resume_from(const Checkpoint& c) {
   const std::string& path = ckpt.resume_path;
-  FURNACE_CHECK(sc.lr_schedule != "cosine" || c.total_steps == total)
+  FURNACE_CHECK(sc.lr_schedule_mode() != LrSchedule::cosine || c.total_steps == total)
       << "checkpoint " << path << " belongs to a run of " << c.total_steps
       << " optimizer steps and this one has " << total << ": the cosine schedule's T_max was fixed "
       << "when that run started (resume with its --epochs/--steps, or extend runs that use "
@@ -324,7 +325,7 @@ TrainingRun::TrainingRun(const Scenario& scenario, TraceBus& trace, const Checkp
   s.optimizer = std::make_unique<SGD>(s.model->parameters(), sc.lr, sc.momentum);
   s.train_view = std::make_unique<ImageDatasetView>(s.train_set);
   s.loader = std::make_unique<DataLoader>(*s.train_view, loader_options(sc));
-  if (sc.parallel == "dp") s.dp = std::make_unique<DpTraining>(rt, *s.model, sc);
+  if (sc.parallel_mode() == ParallelMode::dp) s.dp = std::make_unique<DpTraining>(rt, *s.model, sc);
   s.autocast = autocast_dtype(sc);
   s.scaler = std::make_unique<GradScaler>(scaler_options(sc));
 
@@ -378,7 +379,7 @@ std::optional<Progress> TrainingRun::step() {
       s.epoch_open = true;
     }
     // CosineAnnealingLR with eta_min 0, T_max = total optimizer steps
-    const float lr = sc.lr_schedule == "cosine"
+    const float lr = sc.lr_schedule_mode() == LrSchedule::cosine
         ? static_cast<float>(0.5 * sc.lr * (1.0 + std::cos(M_PI * static_cast<double>(r.steps) / static_cast<double>(s.total))))
         : sc.lr;
     // Gradient accumulation: loss / accum on every micro-step, scaled by the GradScaler; the

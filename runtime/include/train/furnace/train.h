@@ -24,6 +24,16 @@ struct GradScalerSettings {
   int64_t growth_interval = 2000;
 };
 
+// The modes a Scenario's text fields name, for the code that acts on them. The text is what users,
+// lesson files and checkpoints write; it is parsed once, where it comes in (validate() names a bad
+// one), and the rest of the code asks the enum.
+enum class ParallelMode { none, dp };   // "none", "dp"
+enum class AmpMode { off, fp16, bf16 };  // "off", "fp16", "bf16"
+enum class LrSchedule { constant, cosine };  // "constant", "cosine"
+std::optional<ParallelMode> parse_parallel_mode(const std::string& text);
+std::optional<AmpMode> parse_amp_mode(const std::string& text);
+std::optional<LrSchedule> parse_lr_schedule(const std::string& text);
+
 struct Scenario {
   std::string topology = "laptop-4060";  // name in data/topologies or a path to a .toml
   std::string backend = "sim";
@@ -68,6 +78,10 @@ struct Scenario {
 
   // Checks ranges; one clear line per problem (throws furnace::Error).
   void validate() const;
+  // The modes, parsed; each throws validate()'s line for a text it does not know.
+  ParallelMode parallel_mode() const;
+  AmpMode amp_mode() const;
+  LrSchedule lr_schedule_mode() const;
 };
 
 struct DeviceMemoryReport {
