@@ -20,6 +20,7 @@
 #include "furnace/host_memory.h"  // defines: estimate_host_memory, check_host_memory
 #include "furnace/loader.h"
 #include "furnace/nn.h"
+#include "furnace/phase_timer.h"  // defines: PhaseTimer
 #include "furnace/scenario_options.h"  // defines: loader_options, scaler_options, autocast_dtype
 #include "furnace/topology.h"
 #include "furnace/train.h"
@@ -53,29 +54,6 @@ void normalize_splits(ImageDataset& train_set, ImageDataset& test_set) {
   for (ImageDataset* ds : {&train_set, &test_set})
     for (float& v : ds->images) v = static_cast<float>((v - mean) / stdev);
 }
-
-// Reports the span between two readings of the device clock as a training phase.
-class PhaseClock {
- public:
-  PhaseClock(Runtime& rt, int device) : rt_(rt), device_(device) {}
-  void begin() { start_ = rt_.backend().device_time(device_); }
-  void end(const char* name, int64_t step) {
-    if (!rt_.trace().active()) return;
-    TraceEvent e;
-    e.kind = EventKind::phase;
-    e.name = name;
-    e.device = device_;
-    e.start_s = start_;
-    e.dur_s = rt_.backend().device_time(device_) - start_;
-    e.step = step;
-    rt_.trace().emit(e);
-  }
-
- private:
-  Runtime& rt_;
-  int device_;
-  double start_ = 0;
-};
 
 // CRC32 of the training images and labels (the data's fingerprint in a checkpoint).
 uint32_t dataset_checksum(const ImageDataset& ds) {
@@ -167,7 +145,7 @@ struct TrainingRun::State {
   std::unique_ptr<DpTraining> dp;  // --parallel dp: model = nn.DataParallel(model, ...)
   std::unique_ptr<GradScaler> scaler;
   DType autocast = DType::f32;
-  std::unique_ptr<PhaseClock> phase;
+  std::unique_ptr<PhaseTimer> phase;  // the single-device step's phases
 
   TrainResult r;
   int64_t micro_per_epoch = 0, per_epoch = 0, total = 0;
@@ -348,7 +326,7 @@ TrainingRun::TrainingRun(const Scenario& scenario, TraceBus& trace, const Checkp
   FURNACE_CHECK(ckpt.stop_at_step < 0 || ckpt.stop_at_step > s.start_steps)
       << "--stop-at-step " << ckpt.stop_at_step << " is not after the checkpoint's step " << s.start_steps;
   s.epoch = s.first_epoch;
-  s.phase = std::make_unique<PhaseClock>(rt, sc.device);
+  s.phase = std::make_unique<PhaseTimer>(rt, std::vector<int>{sc.device});
   s.clock_start = rt.backend().device_time(sc.device);
   s.t0 = std::chrono::steady_clock::now();
 }

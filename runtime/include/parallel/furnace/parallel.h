@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "furnace/nn.h"      // defines: MLP, Parameter
+#include "furnace/phase_timer.h"  // defines: PhaseTimer
 #include "furnace/ops.h"     // defines: OpContext
 #include "furnace/tensor.h"  // defines: Tensor, Device
 
@@ -163,17 +164,14 @@ class DpTimeline {
   void set_step(int64_t step) { step_ = step; }
   void begin();                                  // snapshots every device's clock and busy time
   void end(DpPhase phase, const char* trace_name);  // emits and accumulates; needs a begin()
-  const std::vector<int>& devices() const { return devices_; }
+  const std::vector<int>& devices() const { return timer_.devices(); }
   // Busy seconds summed since construction: busy()[k][phase] for devices()[k].
   const std::vector<std::array<double, kDpPhaseCount>>& busy() const { return busy_; }
 
  private:
-  Runtime& rt_;
-  std::vector<int> devices_;
-  std::vector<double> clock0_, busy0_;
+  PhaseTimer timer_;
   std::vector<std::array<double, kDpPhaseCount>> busy_;
   int64_t step_ = -1;
-  bool open_ = false;
 };
 
 // ---- [SECTION] DataParallel (data_parallel.cpp) --------------------------------------------------
