@@ -3,7 +3,7 @@
 // with peer copies (FURNACE_NCCL=0); peer copies and reduce_add are exact; the DP Scenario trains to
 // the simulator's accuracy.
 //
-// Bound (as tests/unit/test_parallel.cpp argues for the simulator): a gradient element is a sum
+// Bound (as tests/parallel/test_parallel.cpp argues for the simulator): a gradient element is a sum
 // over the batch, split into per-replica GEMMs whose partial sums NCCL or the peer-copy path then
 // adds; the reassociation moves the weights after 5 momentum steps by a few 1e-7. cuBLAS may also
 // pick a different kernel (and summation order) for each chunk size: |w_dp - w_1| <= 1e-5 +

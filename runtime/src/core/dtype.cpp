@@ -1,7 +1,7 @@
 // Element types and exact f32 <-> f16/bf16 conversions, done with integer bit manipulation only.
 // Not here: tensors, casts over tensors (ops/cast), or any use of hardware conversion instructions.
 // The results match x86 F16C (_cvtss_sh with round-to-nearest, _cvtsh_ss) and CUDA's __float2half_rn /
-// __float2bfloat16_rn bit for bit, NaN payloads included; tests/unit/test_dtype.cpp checks that.
+// __float2bfloat16_rn bit for bit, NaN payloads included; tests/core/test_dtype.cpp checks that.
 #include "furnace/dtype.h"  // defines: DType, dtype_size, dtype_name, f32/f16/bf16 conversions
 
 #include <bit>  // defines: std::bit_cast

@@ -1,6 +1,6 @@
 // backend/cpu/cpu_kernels: the CPU kernels behind the host's and the simulator's op table.
 // GEMMs go to OpenBLAS; the rest are simple loops the compiler vectorises. Results match ops/ref
-// within fp32 reassociation (tests/unit/test_ops.cpp).
+// within fp32 reassociation (tests/ops/test_ops.cpp).
 #include "backend/cpu/cpu_kernels.h"
 
 #include "backend/cpu/adamw_scalars.h"

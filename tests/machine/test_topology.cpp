@@ -201,7 +201,7 @@ TEST_F(BuiltinTopologies, Mixed3090And3060IsBelowDataParallelBalanceThreshold) {
   Topology t = load_topology("mixed-3090-3060");
   ASSERT_EQ(t.gpus.size(), 2u);
   // The slower card is on the lower bus id (nvidia-smi's GPU 0), so CUDA's FASTEST_FIRST and
-  // PCI_BUS_ID orders disagree on this machine (tests/unit/test_visibility.cpp).
+  // PCI_BUS_ID orders disagree on this machine (tests/machine/test_visibility.cpp).
   EXPECT_EQ(t.gpus[0].name, "NVIDIA GeForce RTX 3060");
   EXPECT_EQ(t.gpus[1].name, "NVIDIA GeForce RTX 3090");
   EXPECT_LT(t.gpus[0].pci_bus_id, t.gpus[1].pci_bus_id);

@@ -10,9 +10,12 @@
 #include "furnace/random.h"
 #include "backend/cuda/ops/gemm_plan.h"
 #include "ops/ref/ref_ops.h"
+#include "support/test_support.h"  // defines: random_vec
 
 namespace furnace::cuda {
 namespace {
+
+using test_support::random_vec;
 
 struct Operands {
   const float* inp;
@@ -41,13 +44,6 @@ void run_plan(const GemmPlan& p, const Operands& ops, float* C, float alpha, flo
       float& c = C[i + static_cast<int64_t>(j) * p.ldc];
       c = static_cast<float>(alpha * acc + beta * c);
     }
-}
-
-std::vector<float> random_vec(size_t n, uint64_t seed) {
-  Generator g(seed);
-  std::vector<float> v(n);
-  for (float& x : v) x = g.uniform(-1.0f, 1.0f);
-  return v;
 }
 
 void expect_close(const std::vector<float>& got, const std::vector<float>& want) {

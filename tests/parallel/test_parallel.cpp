@@ -23,18 +23,14 @@
 #include "furnace/random.h"
 #include "furnace/topology.h"
 #include "parallel/comm.h"
+#include "support/test_support.h"  // defines: random_vec
 
 namespace furnace {
 namespace {
 
-using parallel::chunk_sizes;
+using test_support::random_vec;
 
-std::vector<float> random_vec(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
-  Generator g(seed);
-  std::vector<float> v(n);
-  for (float& x : v) x = g.uniform(lo, hi);
-  return v;
-}
+using parallel::chunk_sizes;
 
 std::vector<float> host_values(Runtime& rt, const Tensor& t) {
   std::vector<float> out(static_cast<size_t>(t.numel()));

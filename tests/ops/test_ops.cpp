@@ -13,16 +13,12 @@
 #include "backend/cpu/cpu_kernels.h"
 #include "ops/ref/ref_ops.h"
 #include "parallel/comm.h"  // defines: parallel::add_across_devices
+#include "support/test_support.h"  // defines: random_vec
 
 namespace furnace {
 namespace {
 
-std::vector<float> random_vec(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
-  Generator g(seed);
-  std::vector<float> v(n);
-  for (float& x : v) x = g.uniform(lo, hi);
-  return v;
-}
+using test_support::random_vec;
 
 // |a - b| <= atol + rtol * |ref| elementwise; fp32 sums in a different order than the double ref.
 void expect_close(const std::vector<float>& got, const std::vector<float>& ref, float atol,

@@ -12,16 +12,12 @@
 #include "furnace/topology.h"
 #include "ops/ref/ref_ops.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "support/test_support.h"  // defines: random_vec
 
 namespace furnace {
 namespace {
 
-std::vector<float> random_vec(size_t n, uint64_t seed, float lo, float hi) {
-  Generator g(seed);
-  std::vector<float> v(n);
-  for (float& x : v) x = g.uniform(lo, hi);
-  return v;
-}
+using test_support::random_vec;
 
 TEST(AdamW, SimEqualsRefBitForBitOverSteps) {
   const size_t n = 1037;

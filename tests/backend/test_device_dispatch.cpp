@@ -2,7 +2,7 @@
 // table (after its checks, which the table never sees fail), the workspace works, host tensors take
 // the host's table whatever the backend, and what is built on the ops (GradScaler, DataParallel with and without
 // collectives) gives the simulator's numbers when device memory may not be read by the host.
-// tests/unit/fake_device_backend.h has the backend; the real one is tested in tests/cuda.
+// tests/support/fake_device_backend.h has the backend; the real one is tested in tests/cuda.
 // This executable carries the ctest label "threads" (DataParallel's workers call the table).
 #include <gtest/gtest.h>
 
@@ -18,19 +18,17 @@
 #include "furnace/random.h"
 #include "furnace/topology.h"
 #include "parallel/comm.h"
-#include "unit/fake_device_backend.h"
+#include "support/fake_device_backend.h"
+#include "support/test_support.h"  // defines: random_vec, upload, download
 
 namespace furnace {
 namespace {
 
-using testing_support::FakeDeviceBackend;
+using test_support::download;
+using test_support::random_vec;
+using test_support::upload;
 
-std::vector<float> random_vec(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
-  Generator g(seed);
-  std::vector<float> v(n);
-  for (float& x : v) x = g.uniform(lo, hi);
-  return v;
-}
+using testing_support::FakeDeviceBackend;
 
 // A runtime over the fake device backend, or over the plain simulator (fake == nullptr).
 struct Machine {
@@ -51,34 +49,6 @@ struct Machine {
   FakeDeviceBackend* fake = nullptr;
   std::unique_ptr<Runtime> rt;
 };
-
-Tensor upload(Runtime& rt, int device, const std::vector<float>& v, Shape shape, DType dt = DType::f32) {
-  OpContext ctx{rt, device, 0};
-  Tensor t = Tensor::empty(rt, Device::cuda(device), std::move(shape), dt);
-  if (dt == DType::f32) {
-    ops::copy_to_device(ctx, t, v.data());
-  } else {
-    std::vector<uint16_t> bits(v.size());
-    for (size_t i = 0; i < v.size(); ++i)
-      bits[i] = dt == DType::f16 ? f32_to_f16_bits(v[i]) : f32_to_bf16_bits(v[i]);
-    ops::copy_to_device(ctx, t, bits.data());
-  }
-  return t;
-}
-
-std::vector<float> download(Runtime& rt, const Tensor& t) {
-  OpContext ctx{rt, t.device().index, 0};
-  std::vector<float> out(static_cast<size_t>(t.numel()));
-  if (t.dtype() == DType::f32) {
-    ops::copy_to_host(ctx, out.data(), t);
-  } else {
-    std::vector<uint16_t> bits(out.size());
-    ops::copy_to_host(ctx, bits.data(), t);
-    for (size_t i = 0; i < bits.size(); ++i)
-      out[i] = t.dtype() == DType::f16 ? f16_bits_to_f32(bits[i]) : bf16_bits_to_f32(bits[i]);
-  }
-  return out;
-}
 
 void expect_close(const std::vector<float>& a, const std::vector<float>& b, float rtol, float atol,
                   const std::string& what) {
