@@ -91,7 +91,7 @@ void print_summary(const TrainResult& r) {
               r.resumed_from_step >= 0 ? (", resumed from step " + std::to_string(r.resumed_from_step)).c_str() : "");
   std::printf("  final loss      %.4f\n", r.final_loss);
   if (r.test_accuracy >= 0) std::printf("  test accuracy   %.4f\n", r.test_accuracy);
-  if (r.backend == "cuda") {  // real GPUs: wall clock is the measurement; there is no model
+  if (!r.clock_modelled) {  // real GPUs: wall clock is the measurement; there is no model
     std::printf("  throughput      %.0f samples/s (wall clock, on the GPU)\n", r.samples_per_s);
   } else {
     std::printf("  throughput      %.0f samples/s (wall clock, this CPU)\n", r.samples_per_s);
@@ -124,7 +124,7 @@ void print_summary(const TrainResult& r) {
                   "optimizer state; cuda:%d the gathered outputs and the loss)\n",
                   r.dp->device_ids[0], r.dp->output_device);
   }
-  if (r.dp) print_dp_summary(*r.dp, r.backend == "cuda");
+  if (r.dp) print_dp_summary(*r.dp, !r.clock_modelled);
 }
 
 nlohmann::json dp_json(const DpReport& dp) {

@@ -309,6 +309,7 @@ TrainingRun::TrainingRun(const Scenario& scenario, TraceBus& trace, const Checkp
 
   TrainResult& r = s.r;
   r.backend = rt.backend().name();
+  r.clock_modelled = rt.backend().clock_is_modelled();
   // The simulator runs `topology`; a real backend runs on the GPU it has (the topology is unused).
   r.topology = rt.backend().host_accessible() ? s.topology.name : rt.backend().device_spec(sc.device).name;
   r.parameters = s.model->parameter_count();

@@ -53,6 +53,8 @@ class Backend {
   // emits a kernel event; a real backend records nothing here (it measures with events).
   virtual void account_kernel(int /*device*/, int /*stream*/, const char* /*name*/,
                               const KernelCost& /*cost*/) {}
+  // True where device time is modelled (the simulator's clock), false where it is measured.
+  virtual bool clock_is_modelled() const { return false; }
   // Device time in seconds (modelled for sim): the latest end of any stream on `device`.
   virtual double device_time(int /*device*/) const { return 0; }
   // Modelled seconds `device` has been busy so far: its kernels and copies, a peer copy counting on

@@ -126,6 +126,7 @@ struct TrainResult {
   double samples_per_s = 0;   // wall clock, training steps only
   double wall_s = 0;
   double modelled_s = 0;      // the modelled GPU clock at the end of training
+  bool clock_modelled = true; // false on real GPUs: no model, wall clock is the measurement
   int64_t parameters = 0;
   std::vector<DeviceMemoryReport> memory;
   std::optional<DpReport> dp;  // set by --parallel dp

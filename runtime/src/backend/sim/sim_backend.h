@@ -41,6 +41,7 @@ class SimBackend : public Backend {
   RawAllocator& raw_allocator(int device) override;
   // The CPU kernels on device memory that is host memory; the cost model is behind account_kernel.
   OpTable& op_table() override { return cpu_op_table(); }
+  bool clock_is_modelled() const override { return true; }
   bool host_accessible() const override { return true; }
   void copy(CopyKind kind, void* dst, int dst_device, const void* src, int src_device,
             size_t bytes, int stream, bool pinned) override;
