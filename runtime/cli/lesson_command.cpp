@@ -2,7 +2,7 @@
 // headless. `run` asks each step's prediction first (on a terminal; otherwise prints the
 // question), runs the step on the simulator, then prints its text, the real answer and PASS or
 // FAIL for every claim; `check` runs every step of one or all lessons without questions. Exit status: 0
-// all passed, 1 a check failed, 2 a lesson did not load. Not here: the engine (furnace/lesson.h).
+// all passed, 1 a check failed, 2 a lesson did not load. Not here: the engine (furnace/lesson.h) or drawing lesson text (lesson_text.cpp).
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -16,7 +16,9 @@
 
 #include "commands.h"        // defines: add_lesson_command
 #include "furnace/error.h"   // defines: Error, FURNACE_CHECK
-#include "furnace/lesson.h"  // defines: load_lessons, LessonRun, render_terminal, ...
+#include "furnace/cjk_text.h"  // defines: display_width
+#include "furnace/lesson.h"    // defines: load_lessons, LessonRun, ...
+#include "lesson_text.h"       // defines: render_terminal
 
 namespace furnace::cli {
 namespace {

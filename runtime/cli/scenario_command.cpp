@@ -2,7 +2,7 @@
 // machine, as the article's section 3 describes them (two jobs on disjoint GPUs; the
 // select_least_used_gpu function, its traps and a fix), printed as a terminal session: shell
 // lines, the Python each process runs, what it prints, notes, and nvidia-smi where the story
-// calls it. Not here: the scenarios themselves (runtime/src/lessons/machine_scenarios.cpp).
+// calls it. Not here: the scenarios themselves (runtime/src/lessons/stories.cpp).
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -13,7 +13,7 @@
 #include "commands.h"       // defines: add_scenario_command
 #include "machine_views.h"  // defines: smi_table, smi_json, visibility_json
 #include "furnace/error.h"              // defines: FURNACE_CHECK
-#include "furnace/machine_scenarios.h"  // defines: run_machine_scenario, machine_scenarios
+#include "furnace/stories.h"  // defines: run_story, stories
 
 namespace furnace::cli {
 namespace {
@@ -46,31 +46,31 @@ std::string lines_with(const std::string& text, const std::string& first, const 
   return out;
 }
 
-void print_text(const MachineScenarioResult& r) {
+void print_text(const StoryResult& r) {
   std::printf("== %s  [%s, simulated] ==\n", r.title.c_str(), r.topology.c_str());
-  for (const ScenarioPart& part : r.parts) {
+  for (const StoryPart& part : r.parts) {
     std::printf("\n-- %s --\n\n", part.title.c_str());
     std::string who;
-    for (const ScenarioStep& s : part.steps) {
-      if (!s.who.empty() && s.who != who && s.kind != ScenarioStep::Kind::shell) {
+    for (const StoryStep& s : part.steps) {
+      if (!s.who.empty() && s.who != who && s.kind != StoryStep::Kind::shell) {
         std::printf("  [%s]\n", s.who.c_str());
       }
-      if (s.kind != ScenarioStep::Kind::shell) who = s.who.empty() ? who : s.who;
+      if (s.kind != StoryStep::Kind::shell) who = s.who.empty() ? who : s.who;
       switch (s.kind) {
-        case ScenarioStep::Kind::shell:
+        case StoryStep::Kind::shell:
           std::printf("$ %s\n", s.text.c_str());
           who.clear();
           break;
-        case ScenarioStep::Kind::code:
+        case StoryStep::Kind::code:
           std::printf("%s", lines_with(s.text, "  >>> ", "  ... ").c_str());
           break;
-        case ScenarioStep::Kind::output:
+        case StoryStep::Kind::output:
           std::printf("%s", lines_with(s.text, "      ", "      ").c_str());
           break;
-        case ScenarioStep::Kind::note:
+        case StoryStep::Kind::note:
           std::printf("%s", wrap("note: " + s.text, s.who.empty() ? "" : "  ").c_str());
           break;
-        case ScenarioStep::Kind::smi:
+        case StoryStep::Kind::smi:
           std::printf("\n%s", smi_table(*s.smi).c_str());
           std::printf("%s\n", wrap("note: " + s.text, "").c_str());
           break;
@@ -79,19 +79,19 @@ void print_text(const MachineScenarioResult& r) {
   }
 }
 
-nlohmann::json to_json(const MachineScenarioResult& r) {
+nlohmann::json to_json(const StoryResult& r) {
   nlohmann::json parts = nlohmann::json::array();
-  for (const ScenarioPart& part : r.parts) {
+  for (const StoryPart& part : r.parts) {
     nlohmann::json steps = nlohmann::json::array();
-    for (const ScenarioStep& s : part.steps) {
-      nlohmann::json j{{"kind", scenario_step_kind_name(s.kind)}, {"who", s.who}, {"text", s.text}};
+    for (const StoryStep& s : part.steps) {
+      nlohmann::json j{{"kind", story_step_kind_name(s.kind)}, {"who", s.who}, {"text", s.text}};
       if (s.smi) j["smi"] = smi_json(*s.smi);
       steps.push_back(j);
     }
     nlohmann::json procs = nlohmann::json::array();
-    for (const ScenarioProcess& p : part.processes) {
+    for (const StoryProcess& p : part.processes) {
       nlohmann::json devices = nlohmann::json::array();
-      for (const ScenarioProcess::Device& d : p.devices)
+      for (const StoryProcess::Device& d : p.devices)
         devices.push_back({{"ordinal", d.ordinal},
                            {"physical_index", d.physical_index},
                            {"context_bytes", d.context_bytes},
@@ -119,7 +119,7 @@ struct ScenarioOptions {
 
 void add_scenario_command(CLI::App& app) {
   std::string names;
-  for (const auto& [n, d] : machine_scenarios()) names += "\n  " + n + ": " + d;
+  for (const auto& [n, d] : stories()) names += "\n  " + n + ": " + d;
   CLI::App* cmd = app.add_subcommand(
       "scenario", "several simulated processes on one machine: two jobs, the article's "
                   "select_least_used_gpu (furnace scenario list)");
@@ -127,14 +127,14 @@ void add_scenario_command(CLI::App& app) {
   cmd->footer("Scenarios:" + names + "\nExample: furnace scenario run select-gpu");
   cmd->callback([cmd] {
     std::string known;
-    for (const auto& [n, d] : machine_scenarios()) known += (known.empty() ? "" : ", ") + n;
+    for (const auto& [n, d] : stories()) known += (known.empty() ? "" : ", ") + n;
     FURNACE_CHECK(!cmd->get_subcommands().empty())
         << "scenario: say 'furnace scenario list' or 'furnace scenario run NAME' (NAME: " << known << ")";
   });
 
   CLI::App* list = cmd->add_subcommand("list", "list the scenarios");
   list->callback([] {
-    for (const auto& [n, d] : machine_scenarios()) std::printf("%-12s %s\n", n.c_str(), d.c_str());
+    for (const auto& [n, d] : stories()) std::printf("%-12s %s\n", n.c_str(), d.c_str());
   });
 
   auto opts = std::make_shared<ScenarioOptions>();
@@ -147,7 +147,7 @@ void add_scenario_command(CLI::App& app) {
                 "[{\"kind\",\"who\",\"text\",\"smi\"?}],\"processes\":[...],\"smi\":{...}}]}");
   run->footer("See the machine at the end: furnace smi --scenario NAME");
   run->callback([opts] {
-    const MachineScenarioResult r = run_machine_scenario(opts->name, opts->topology);
+    const StoryResult r = run_story(opts->name, opts->topology);
     if (opts->json) {
       std::printf("%s\n", to_json(r).dump().c_str());
     } else {

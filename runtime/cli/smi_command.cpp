@@ -11,7 +11,7 @@
 
 #include "commands.h"       // defines: add_smi_command
 #include "machine_views.h"  // defines: smi_table, smi_json, visibility_json
-#include "furnace/machine_scenarios.h"  // defines: run_machine_scenario
+#include "furnace/stories.h"  // defines: run_story
 #include "furnace/sim_machine.h"        // defines: SimMachine, SmiSnapshot
 #include "furnace/topology.h"           // defines: load_topology
 
@@ -54,8 +54,8 @@ void run_smi(const SmiOptions& o) {
     SimMachine m(load_topology(o.topology));
     shots.emplace_back("idle: no process has used a GPU yet (try --scenario two-jobs)", m.smi());
   } else {
-    const MachineScenarioResult r = run_machine_scenario(o.scenario, o.topology);
-    for (const ScenarioPart& p : r.parts)
+    const StoryResult r = run_story(o.scenario, o.topology);
+    for (const StoryPart& p : r.parts)
       shots.emplace_back("after scenario '" + r.name + "'" +
                              (r.parts.size() > 1 ? ", part \"" + p.title + "\"" : std::string()),
                          p.smi);

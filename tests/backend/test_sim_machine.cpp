@@ -1,6 +1,6 @@
 // Several simulated processes on one machine (furnace/sim_machine.h) and the torch.cuda device
 // API of Runtime: shared memory accounting, nvidia-smi's view, contexts, first device use,
-// errors in PyTorch's words, and the article's scenarios (furnace/machine_scenarios.h).
+// errors in PyTorch's words, and the article's scenarios (furnace/stories.h).
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -10,7 +10,7 @@
 
 #include "furnace/allocator.h"  // defines: format_size
 #include "furnace/error.h"
-#include "furnace/machine_scenarios.h"
+#include "furnace/stories.h"
 #include "furnace/runtime.h"
 #include "furnace/sim_machine.h"
 #include "furnace/tensor.h"
@@ -221,14 +221,14 @@ TEST(PrivateMachine, MakeSimBackendKeepsTopologyOrderAndEnvironmentBackendsFollo
 // ---- the article's scenarios ------------------------------------------------------------------
 
 TEST(MachineScenarios, TwoJobsUseDisjointGpusAndSmiSumsTheirMemory) {
-  const MachineScenarioResult r = run_machine_scenario("two-jobs");
+  const StoryResult r = run_story("two-jobs");
   ASSERT_EQ(r.parts.size(), 1u);
-  const ScenarioPart& part = r.parts[0];
+  const StoryPart& part = r.parts[0];
   ASSERT_EQ(part.processes.size(), 2u);
   std::map<int, uint64_t> expected;
   std::map<int, std::string> owner;
-  for (const ScenarioProcess& p : part.processes)
-    for (const ScenarioProcess::Device& d : p.devices) {
+  for (const StoryProcess& p : part.processes)
+    for (const StoryProcess::Device& d : p.devices) {
       expected[d.physical_index] += d.context_bytes + d.reserved_bytes;
       owner[d.physical_index] = p.name;
       EXPECT_GT(d.reserved_bytes, 0u);
@@ -242,26 +242,26 @@ TEST(MachineScenarios, TwoJobsUseDisjointGpusAndSmiSumsTheirMemory) {
 }
 
 TEST(MachineScenarios, SelectGpuShowsBothTrapsThenAFix) {
-  const MachineScenarioResult r = run_machine_scenario("select-gpu");
+  const StoryResult r = run_story("select-gpu");
   ASSERT_EQ(r.parts.size(), 4u);
   std::string text;
-  for (const ScenarioStep& s : r.parts[0].steps) text += s.text + "\n";
+  for (const StoryStep& s : r.parts[0].steps) text += s.text + "\n";
   EXPECT_NE(text.find("Trap 1"), std::string::npos);
   EXPECT_NE(text.find("Trap 2"), std::string::npos);
   EXPECT_NE(text.find("'0,1'"), std::string::npos);  // every GPU looked empty
   // Naive: job B ended up on all four GPUs, job A's included.
-  const ScenarioProcess& naive_b = r.parts[0].processes[1];
+  const StoryProcess& naive_b = r.parts[0].processes[1];
   EXPECT_EQ(naive_b.name, "train_b.py");
   EXPECT_EQ(naive_b.devices.size(), 4u);
   EXPECT_EQ(r.parts[0].smi.gpus[0].processes.size(), 2u);
   // Fixed: job B on GPUs 2 and 3 only, which are cuda:0 and cuda:1 inside it.
-  const ScenarioProcess& fixed_b = r.parts[1].processes[1];
+  const StoryProcess& fixed_b = r.parts[1].processes[1];
   ASSERT_EQ(fixed_b.devices.size(), 2u);
   EXPECT_EQ(fixed_b.devices[0].physical_index, 2);
   EXPECT_EQ(fixed_b.devices[1].physical_index, 3);
   for (const SmiGpu& g : r.parts[1].smi.gpus) EXPECT_EQ(g.processes.size(), 1u) << g.index;
   // The race: jobs B and C both check before either allocates, both choose GPUs 2 and 3.
-  const ScenarioPart& race = r.parts[2];
+  const StoryPart& race = r.parts[2];
   ASSERT_EQ(race.processes.size(), 3u);
   for (size_t p : {1u, 2u}) {
     ASSERT_EQ(race.processes[p].devices.size(), 2u) << race.processes[p].name;
@@ -271,7 +271,7 @@ TEST(MachineScenarios, SelectGpuShowsBothTrapsThenAFix) {
   EXPECT_EQ(race.smi.gpus[2].processes.size(), 2u);
   EXPECT_EQ(race.smi.gpus[3].processes.size(), 2u);
   // The launcher hands out one GPU each: every GPU has one process.
-  const ScenarioPart& launcher = r.parts[3];
+  const StoryPart& launcher = r.parts[3];
   ASSERT_EQ(launcher.processes.size(), 3u);
   EXPECT_EQ(launcher.processes[1].devices.at(0).physical_index, 2);
   EXPECT_EQ(launcher.processes[2].devices.at(0).physical_index, 3);
@@ -279,10 +279,10 @@ TEST(MachineScenarios, SelectGpuShowsBothTrapsThenAFix) {
 }
 
 TEST(MachineScenarios, UnknownNameAndSmallMachinesAreOneLine) {
-  EXPECT_EQ(error_of([] { run_machine_scenario("three-jobs"); }),
+  EXPECT_EQ(error_of([] { run_story("three-jobs"); }),
             "unknown scenario 'three-jobs' (scenarios: two-jobs, select-gpu)");
   const std::string small = error_of([] {
-    run_machine_scenario("two-jobs", std::string(FURNACE_TEST_DATA_DIR) + "/topologies/mixed-3090-3060.toml");
+    run_story("two-jobs", std::string(FURNACE_TEST_DATA_DIR) + "/topologies/mixed-3090-3060.toml");
   });
   EXPECT_NE(small.find("needs a machine with at least 4 GPUs"), std::string::npos) << small;
 }

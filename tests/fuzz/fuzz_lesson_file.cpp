@@ -1,5 +1,5 @@
 // libFuzzer target for lesson folders (lessons/NN-name/: lesson.toml, en.md, zh.md; FORMAT.md) as
-// load_lesson reads them (runtime/src/lessons/loader.cpp): the TOML (through toml_ascii and toml++,
+// load_lesson reads them (runtime/src/lessons/lesson_file.cpp and step_setup.cpp): the TOML (through toml_ascii and toml++,
 // compiled in), every step's [step.scenario] table (the scenario a step runs: topology, env,
 // DataParallel, AMP, sizes, stories) and the Scenario checks behind it, the checks and
 // predictions with their observable references, and how en.md / zh.md attach to the steps.
@@ -22,7 +22,7 @@
 #include <string_view>
 
 #include "furnace/lesson.h"
-#include "furnace/machine_scenarios.h"  // declares: machine_scenarios
+#include "furnace/stories.h"  // declares: stories
 #include "fuzz_common.h"
 
 namespace furnace::lesson::detail {
@@ -32,20 +32,20 @@ namespace furnace::lesson::detail {
   fuzz::require(false, "load_lesson does not run actions");
   std::abort();
 }
-void run_devices(const StepScenario&, Observables&) { never_run(); }
-void run_forward(const StepScenario&, Observables&, TraceBus*) { never_run(); }
-void run_train(const StepScenario&, Observables&, TraceBus*) { never_run(); }
-void run_memory(const StepScenario&, Observables&) { never_run(); }
-void run_loss_trap(const StepScenario&, Observables&) { never_run(); }
-void run_scaler(const StepScenario&, Observables&) { never_run(); }
-void run_machine(const StepScenario&, Observables&) { never_run(); }
-void run_loader(const StepScenario&, Observables&) { never_run(); }
+void run_devices(const DevicesSetup&, Observables&) { never_run(); }
+void run_forward(const ForwardSetup&, Observables&, TraceBus*) { never_run(); }
+void run_train(const TrainSetup&, Observables&, TraceBus*) { never_run(); }
+void run_memory(const MemorySetup&, Observables&) { never_run(); }
+void run_loss_trap(const LossTrapSetup&, Observables&) { never_run(); }
+void run_scaler(const ScalerSetup&, Observables&) { never_run(); }
+void run_machine(const MachineSetup&, Observables&) { never_run(); }
+void run_loader(const LoaderSetup&, Observables&) { never_run(); }
 }  // namespace furnace::lesson::detail
 
 namespace furnace {
-// The story names of runtime/src/train/machine_scenarios.cpp (which runs them on the simulator,
+// The story names of runtime/src/lessons/stories.cpp (which runs them on the simulator,
 // so it is not compiled in): a lesson's `story` key is checked against these.
-std::vector<std::pair<std::string, std::string>> machine_scenarios() {
+std::vector<std::pair<std::string, std::string>> stories() {
   return {{"two-jobs", ""}, {"select-gpu", ""}};
 }
 }  // namespace furnace
@@ -90,10 +90,10 @@ void check(const Lesson& l, const std::string& folder) {
     require(std::find(panels().begin(), panels().end(), s.panel) != panels().end(), "a known panel");
     const ActionInfo* action = find_action(s.action);
     require(action != nullptr, "a known action");
-    for (const std::string& k : s.scenario.keys)
+    for (const std::string& k : s.setup.keys)
       require(std::find(action->keys.begin(), action->keys.end(), k) != action->keys.end(),
               "every scenario key is one the action reads");
-    require(fuzz::accepts([&] { s.scenario.scenario.validate(); }), "the step's Scenario is valid");
+    require(fuzz::accepts([&] { s.setup.scenario().validate(); }), "the step's Scenario is valid");
     require(!s.checks.empty(), "every step checks something");
     for (const Check& c : s.checks) {
       require(!c.expectations.empty() && !c.observable.empty(), "a check has an observable and an expectation");

@@ -1,6 +1,7 @@
-// libFuzzer target for lesson text (lessons/*/en.md, zh.md; lessons/FORMAT.md): parse_markdown and
-// render_terminal in runtime/src/lessons/markdown.cpp, over md4c, and wrap_text (wrap_text.cpp)
-// on every block's text. Byte 0 picks the terminal width (20..83) and colour; the rest is the
+// libFuzzer target for lesson text (lessons/*/en.md, zh.md; lessons/FORMAT.md): parse_markdown
+// (runtime/src/lessons/markdown.cpp, over md4c), the CLI's render_terminal (runtime/cli/
+// lesson_text.cpp) and the visualizer's wrap_text (visualizer/ui/wrap_text.cpp) on every block's
+// text, both breaking lines by furnace/cjk_text.h. Byte 0 picks the terminal width (20..83) and colour; the rest is the
 // Markdown. Every input is read into a document that renders, or rejected with one clear line;
 // wrapped text keeps every non-space character, in order, and no line is wider than the width.
 #include <cstddef>
@@ -8,7 +9,10 @@
 #include <string>
 #include <string_view>
 
+#include "furnace/cjk_text.h"  // defines: display_width
 #include "furnace/lesson.h"
+#include "lesson_text.h"  // defines: render_terminal
+#include "wrap_text.h"    // defines: wrap_text
 #include "fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -4,7 +4,10 @@
 
 #include <string>
 
+#include "furnace/cjk_text.h"  // defines: display_width
 #include "furnace/lesson.h"
+#include "lesson_text.h"  // defines: render_terminal (runtime/cli)
+#include "wrap_text.h"    // defines: wrap_text (visualizer/ui)
 #include "lessons/lesson_fixture.h"
 
 namespace {
@@ -347,8 +350,9 @@ TEST_F(LessonRunOrder, TheScenarioSummaryFollowsTheOrderThingsHappen) {
 TEST(LessonActions, ErrorsBecomeTheErrorObservableAndEarlierValuesStay) {
   lesson::Step s;
   s.action = "devices";
-  s.scenario.scenario.topology = "workstation-4x3090";
-  s.scenario.scenario.env = {{"CUDA_VISIBLE_DEVICES", "-1"}};
+  s.setup = lesson::default_setup(s.action);
+  s.setup.scenario().topology = "workstation-4x3090";
+  s.setup.scenario().env = {{"CUDA_VISIBLE_DEVICES", "-1"}};
   const lesson::Observables o = lesson::run_action(s);
   EXPECT_NE(o.at("error").string.find("No CUDA GPUs are available"), std::string::npos) << o.at("error").string;
   EXPECT_EQ(o.at("device_count").number, 0);  // device_count() does not initialise CUDA
@@ -361,14 +365,16 @@ TEST(LessonActions, EveryObservableOfTheTableIsProduced) {
   for (const lesson::ActionInfo& a : lesson::actions()) {
     lesson::Step s;
     s.action = a.name;
-    s.scenario.scenario.topology = "workstation-4x3090";
-    s.scenario.scenario.max_steps = 2;
-    s.scenario.scenario.epochs = 1;
-    s.scenario.scenario.evaluate = false;
-    s.scenario.scenario.batch = 8;
-    s.scenario.scenario.parallel = a.name == "train" || a.name == "forward" ? "dp" : "none";
-    s.scenario.alloc = {"1MiB"};
-    s.scenario.story = "two-jobs";
+    s.setup = lesson::default_setup(a.name);
+    furnace::Scenario& sc = s.setup.scenario();
+    sc.topology = "workstation-4x3090";
+    sc.max_steps = 2;
+    sc.epochs = 1;
+    sc.evaluate = false;
+    sc.batch = 8;
+    sc.parallel = a.name == "train" || a.name == "forward" ? "dp" : "none";
+    if (auto* m = s.setup.as<lesson::MemorySetup>()) m->alloc = {"1MiB"};
+    if (auto* m = s.setup.as<lesson::MachineSetup>()) m->story = "two-jobs";
     const lesson::Observables o = lesson::run_action(s);
     EXPECT_EQ(o.at("error").string, "") << a.name;
     for (const lesson::ObservableInfo& info : a.observables) {

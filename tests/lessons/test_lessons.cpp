@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "furnace/lesson.h"
+#include "lesson_text.h"  // defines: render_terminal (runtime/cli)
 
 namespace {
 

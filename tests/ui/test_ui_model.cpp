@@ -414,11 +414,17 @@ TEST(Controller, ALessonStepSettingTheVariableInCodeShowsItsEffectInTheDevicesPa
   const lesson::Lesson& l = *c.snapshot().lesson.open_lesson();
   auto step_of = [&](auto has) {
     for (size_t i = 0; i < l.steps.size(); ++i)
-      if (has(l.steps[i].scenario)) return static_cast<int>(i);
+      if (has(l.steps[i].setup)) return static_cast<int>(i);
     return -1;
   };
-  const int too_late = step_of([](const lesson::StepScenario& s) { return s.set_visible_after_init == "1"; });
-  const int early = step_of([](const lesson::StepScenario& s) { return s.set_visible_before_init == "1"; });
+  const int too_late = step_of([](const lesson::StepSetup& s) {
+    const auto* d = s.as<lesson::DevicesSetup>();
+    return d && d->set_visible_after_init == "1";
+  });
+  const int early = step_of([](const lesson::StepSetup& s) {
+    const auto* d = s.as<lesson::DevicesSetup>();
+    return d && d->set_visible_before_init == "1";
+  });
   ASSERT_GE(too_late, 0);
   ASSERT_GE(early, 0);
 
@@ -446,8 +452,8 @@ TEST(Controller, ALessonStepTrainsInAProcessWithItsEnvironment) {
   const int index = c.lessons().find("02-data-parallel");
   ASSERT_GE(index, 0) << "lessons/02-data-parallel is missing";
   const lesson::Step& first = c.lessons().view().lessons->at(static_cast<size_t>(index)).steps.at(0);
-  ASSERT_EQ(first.scenario.scenario.env.at(kCudaVisibleDevices), "0,1");
-  ASSERT_EQ(first.scenario.scenario.parallel, "dp");
+  ASSERT_EQ(first.setup.scenario().env.at(kCudaVisibleDevices), "0,1");
+  ASSERT_EQ(first.setup.scenario().parallel, "dp");
   app.lesson.open_request = index;
   ASSERT_TRUE(frames_until(c, app, [](const Snapshot& s) { return s.training.global_step >= 1; }))
       << c.snapshot().run.message;
@@ -468,7 +474,7 @@ TEST(Controller, ALessonStepKeepsTheModelDeviceItSets) {
   ASSERT_GE(index, 0) << "lessons/03-device-mapping is missing";
   const std::vector<lesson::Step>& steps = c.lessons().view().lessons->at(static_cast<size_t>(index)).steps;
   const auto it = std::find_if(steps.begin(), steps.end(), [](const lesson::Step& s) {
-    return s.scenario.scenario.device_ids == std::vector<int>{2, 3};
+    return s.setup.scenario().device_ids == std::vector<int>{2, 3};
   });
   ASSERT_NE(it, steps.end());
   app.lesson.open_request = index;
@@ -500,7 +506,10 @@ TEST(Controller, ALessonStepAboutAModelLeftOnTheCpuStartsNoRun) {
   const int index = c.lessons().find("02-data-parallel");
   ASSERT_GE(index, 0) << "lessons/02-data-parallel is missing";
   const std::vector<lesson::Step>& steps = c.lessons().view().lessons->at(static_cast<size_t>(index)).steps;
-  const auto it = std::find_if(steps.begin(), steps.end(), [](const lesson::Step& s) { return s.scenario.model_device == "cpu"; });
+  const auto it = std::find_if(steps.begin(), steps.end(), [](const lesson::Step& s) {
+    const auto* f = s.setup.as<lesson::ForwardSetup>();
+    return f && f->model_device == "cpu";
+  });
   ASSERT_NE(it, steps.end());
   app.lesson.open_request = index;
   c.update(app, 0);
@@ -538,8 +547,8 @@ TEST(Controller, ALessonStepSetsUpItsScenarioAndRunsItsChecksOffTheUiThread) {
   ASSERT_NE(v.open_lesson(), nullptr);
   EXPECT_TRUE(app.is_open(PanelId::lesson));
   const lesson::Step& first = v.open_lesson()->steps[0];
-  EXPECT_EQ(app.controls.scenario.topology, first.scenario.scenario.topology);
-  if (auto it = first.scenario.scenario.env.find(kCudaVisibleDevices); it != first.scenario.scenario.env.end()) {
+  EXPECT_EQ(app.controls.scenario.topology, first.setup.scenario().topology);
+  if (auto it = first.setup.scenario().env.find(kCudaVisibleDevices); it != first.setup.scenario().env.end()) {
     EXPECT_TRUE(app.env.visible_set);
     EXPECT_EQ(app.env.visible, it->second);
   }

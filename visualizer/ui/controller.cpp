@@ -129,9 +129,11 @@ std::string join_ints(const std::vector<int>& v) {
 bool live_run_shows(const lesson::Step& step) {
   const std::string& a = step.action;
   if (a != "train" && a != "forward" && a != "dp-loss-trap" && a != "loader") return false;
-  const lesson::StepScenario& s = step.scenario;
-  const bool model_on_cpu = s.model_device == "cpu";
-  const bool bare_input_on_cpu = s.scenario.parallel_mode() != ParallelMode::dp && s.input_device == "cpu" &&
+  const lesson::StepSetup& s = step.setup;
+  const lesson::ForwardSetup* forward = s.as<lesson::ForwardSetup>();  // the only one with these keys
+  const bool model_on_cpu = forward && forward->model_device == "cpu";
+  const bool bare_input_on_cpu = forward && s.scenario().parallel_mode() != ParallelMode::dp &&
+                                 forward->input_device == "cpu" &&
                                  std::find(s.keys.begin(), s.keys.end(), "input_device") != s.keys.end();
   return !model_on_cpu && !bare_input_on_cpu;
 }
@@ -139,7 +141,8 @@ bool live_run_shows(const lesson::Step& step) {
 }  // namespace
 
 void Controller::set_up_step(AppState& app, const lesson::Step& step) {
-  const Scenario& sc = step.scenario.scenario;
+  const Scenario& sc = step.setup.scenario();
+  const lesson::DevicesSetup* devices = step.setup.as<lesson::DevicesSetup>();
   ControlsState& c = app.controls;
   c.scenario = sc;
   if (c.scenario.data_dir.empty()) c.scenario.data_dir = lesson::lesson_data_dir();  // the slice
@@ -153,15 +156,15 @@ void Controller::set_up_step(AppState& app, const lesson::Step& step) {
   c.parallel = step.action == "dp-loss-trap" ? "dp" : sc.parallel;
   c.device_ids = sc.device_ids ? join_ints(*sc.device_ids) : "";
   c.output_device = sc.output_device.value_or(-1);
-  const std::vector<std::string>& keys = step.scenario.keys;
+  const std::vector<std::string>& keys = step.setup.keys;
   c.keep_device = std::find(keys.begin(), keys.end(), "device") != keys.end();
   const auto visible = sc.env.find(kCudaVisibleDevices);
   app.env.visible_set = visible != sc.env.end();
   app.env.visible = app.env.visible_set ? visible->second : "";
   // os.environ[...] = ... before the first device use is what the process starts with.
-  if (step.scenario.set_visible_before_init) {
+  if (devices && devices->set_visible_before_init) {
     app.env.visible_set = true;
-    app.env.visible = *step.scenario.set_visible_before_init;
+    app.env.visible = *devices->set_visible_before_init;
   }
   const auto order = sc.env.find(kCudaDeviceOrder);
   app.env.order = order != sc.env.end() ? order->second : "FASTEST_FIRST";
@@ -171,7 +174,7 @@ void Controller::set_up_step(AppState& app, const lesson::Step& step) {
   // shows that; the others show their run live.
   // Set, not added to: opening a lesson at step N sets up its first step in the same frame.
   app.new_process_requested = true;
-  app.visible_after_first_use = step.scenario.set_visible_after_init;
+  app.visible_after_first_use = devices ? devices->set_visible_after_init : std::nullopt;
   app.restart_requested = live_run_shows(step);
 }
 

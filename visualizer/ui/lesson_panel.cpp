@@ -10,8 +10,10 @@
 #include <imgui.h>
 #include <imgui_stdlib.h>  // defines: ImGui::InputText for std::string
 
-#include "panels.h"  // defines: LessonPanel
-#include "theme.h"   // defines: colors::*
+#include "furnace/cjk_text.h"  // defines: display_width
+#include "panels.h"             // defines: LessonPanel
+#include "theme.h"              // defines: colors::*
+#include "wrap_text.h"          // defines: wrap_text
 
 namespace furnace::viz {
 namespace {

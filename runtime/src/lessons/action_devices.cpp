@@ -10,7 +10,7 @@
 
 namespace furnace::lesson::detail {
 
-void run_devices(const StepScenario& s, Observables& out) {
+void run_devices(const DevicesSetup& s, Observables& out) {
   const Topology topo = load_topology(s.scenario.topology);
   SimMachine machine(topo);
   Process& process = machine.spawn("python train.py", s.scenario.env);

@@ -24,7 +24,7 @@ int parse_place(const std::string& where, int fallback) {
 
 }  // namespace
 
-void run_forward(const StepScenario& s, Observables& out, TraceBus* trace) {
+void run_forward(const ForwardSetup& s, Observables& out, TraceBus* trace) {
   const Scenario& sc = s.scenario;
   const Topology topo = load_topology(sc.topology);
   TraceBus local;

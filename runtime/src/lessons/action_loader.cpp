@@ -13,7 +13,7 @@
 
 namespace furnace::lesson::detail {
 
-void run_loader(const StepScenario& s, Observables& out) {
+void run_loader(const LoaderSetup& s, Observables& out) {
   const Scenario& sc = s.scenario;
   const ImageDataset data = load_mnist_split(lesson_data_dir(), "train");
   const ImageDatasetView view(data);

@@ -9,7 +9,7 @@
 
 namespace furnace::lesson::detail {
 
-void run_memory(const StepScenario& s, Observables& out) {
+void run_memory(const MemorySetup& s, Observables& out) {
   const Topology topo = load_topology(s.scenario.topology);
   std::unique_ptr<Backend> backend = make_sim_backend(topo, nullptr);
   const int device = s.scenario.device;

@@ -1,5 +1,5 @@
 // action_tools.cpp: the lesson actions over ready-made instruments of the runtime:
-// `dp-loss-trap` (run_loss_trap), `scaler` (replay_scaler) and `machine` (run_machine_scenario).
+// `dp-loss-trap` (run_loss_trap), `scaler` (replay_scaler) and `machine` (run_story).
 #include <map>
 #include <mutex>
 #include <utility>
@@ -8,7 +8,7 @@
 #include "furnace/scenario_options.h"  // defines: scaler_options
 #include "furnace/backend.h"            // defines: make_backend
 #include "furnace/error.h"              // defines: FURNACE_CHECK
-#include "furnace/machine_scenarios.h"  // defines: run_machine_scenario
+#include "furnace/stories.h"  // defines: run_story
 #include "furnace/parallel.h"           // defines: run_loss_trap
 #include "furnace/runtime.h"            // defines: Runtime
 #include "furnace/topology.h"           // defines: load_topology
@@ -16,7 +16,7 @@
 
 namespace furnace::lesson::detail {
 
-void run_loss_trap(const StepScenario& s, Observables& out) {
+void run_loss_trap(const LossTrapSetup& s, Observables& out) {
   const Scenario& sc = s.scenario;
   const Topology topo = load_topology(sc.topology);
   TraceBus bus;
@@ -35,7 +35,7 @@ void run_loss_trap(const StepScenario& s, Observables& out) {
   out["grad_relative_difference"] = Value::of_number(r.grad_relative_difference);
 }
 
-void run_scaler(const StepScenario& s, Observables& out) {
+void run_scaler(const ScalerSetup& s, Observables& out) {
   GradScalerOptions o = scaler_options(s.scenario);
   o.enabled = true;  // the replay is of a GradScaler, whatever the scenario's amp
   const std::vector<ScalerStep> steps = replay_scaler(s.scenario.max_steps, s.overflow_at, o);
@@ -57,26 +57,26 @@ void run_scaler(const StepScenario& s, Observables& out) {
 
 // A story is deterministic and takes seconds (every job really trains), and a lesson reads
 // several parts of the same one: each (story, topology) runs once per program.
-const MachineScenarioResult& machine_story(const std::string& story, const std::string& topology) {
+const StoryResult& machine_story(const std::string& story, const std::string& topology) {
   static std::mutex mu;
-  static std::map<std::pair<std::string, std::string>, MachineScenarioResult> done;
+  static std::map<std::pair<std::string, std::string>, StoryResult> done;
   std::lock_guard<std::mutex> lock(mu);
   const auto key = std::make_pair(story, topology);
   auto it = done.find(key);
-  if (it == done.end()) it = done.emplace(key, run_machine_scenario(story, topology)).first;
+  if (it == done.end()) it = done.emplace(key, run_story(story, topology)).first;
   return it->second;
 }
 
-void run_machine(const StepScenario& s, Observables& out) {
-  const MachineScenarioResult& r = machine_story(s.story, s.scenario.topology);
+void run_machine(const MachineSetup& s, Observables& out) {
+  const StoryResult& r = machine_story(s.story, s.scenario.topology);
   out["part_count"] = Value::of_int(static_cast<int64_t>(r.parts.size()));
   FURNACE_CHECK(s.part >= 1 && static_cast<size_t>(s.part) <= r.parts.size())
       << "story '" << s.story << "' has " << r.parts.size() << " parts (part = " << s.part << ")";
-  const ScenarioPart& part = r.parts[static_cast<size_t>(s.part - 1)];
+  const StoryPart& part = r.parts[static_cast<size_t>(s.part - 1)];
   std::vector<std::string> outputs, names, mappings;
-  for (const ScenarioStep& st : part.steps)
-    if (st.kind == ScenarioStep::Kind::output) outputs.push_back(st.text);
-  for (const ScenarioProcess& p : part.processes) {
+  for (const StoryStep& st : part.steps)
+    if (st.kind == StoryStep::Kind::output) outputs.push_back(st.text);
+  for (const StoryProcess& p : part.processes) {
     names.push_back(p.name);
     mappings.push_back(p.visibility.mapping_text());
   }

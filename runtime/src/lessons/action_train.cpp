@@ -10,7 +10,7 @@
 
 namespace furnace::lesson::detail {
 
-void run_train(const StepScenario& s, Observables& out, TraceBus* trace) {
+void run_train(const TrainSetup& s, Observables& out, TraceBus* trace) {
   Scenario sc = s.scenario;
   if (sc.data_dir.empty()) sc.data_dir = lesson_data_dir();
   TraceBus local;

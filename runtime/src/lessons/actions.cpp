@@ -1,8 +1,10 @@
 // actions.cpp: the table of lesson actions (the scenario keys each reads, the observables each
-// produces; lessons/FORMAT.md documents the same) and run_action, which runs one and turns an
-// error the runtime raises into the "error" observable. The actions themselves: action_*.cpp.
+// produces; lessons/FORMAT.md documents the same) and run_action, which runs the action of a
+// step's setup and turns an error the runtime raises into the "error" observable. The actions
+// themselves: action_*.cpp; the keys themselves (reading, summary): step_setup.cpp.
 #include <cstdlib>
 #include <exception>
+#include <variant>
 
 #include "furnace/error.h"   // defines: Error
 #include "furnace/lesson.h"  // defines: actions, run_action
@@ -72,6 +74,20 @@ std::vector<ActionInfo> make_actions() {
   return a;
 }
 
+// Runs the action whose setup the step holds.
+struct Runner {
+  Observables& out;
+  TraceBus* trace;
+  void operator()(const DevicesSetup& s) const { detail::run_devices(s, out); }
+  void operator()(const ForwardSetup& s) const { detail::run_forward(s, out, trace); }
+  void operator()(const TrainSetup& s) const { detail::run_train(s, out, trace); }
+  void operator()(const MemorySetup& s) const { detail::run_memory(s, out); }
+  void operator()(const LossTrapSetup& s) const { detail::run_loss_trap(s, out); }
+  void operator()(const ScalerSetup& s) const { detail::run_scaler(s, out); }
+  void operator()(const MachineSetup& s) const { detail::run_machine(s, out); }
+  void operator()(const LoaderSetup& s) const { detail::run_loader(s, out); }
+};
+
 }  // namespace
 
 const std::vector<ActionInfo>& actions() {
@@ -90,91 +106,12 @@ const std::vector<std::string>& panels() {
   return names;
 }
 
-std::string scenario_summary(const Step& step) {
-  const StepScenario& s = step.scenario;
-  const Scenario& sc = s.scenario;
-  auto ints = [](const std::vector<int>& v) {
-    std::string out;
-    for (int x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
-    return "[" + out + "]";
-  };
-  auto num = [](double v) { return format_value(Value::of_number(v)); };
-  std::string out = step.action + ":";
-  bool first = true;
-  auto add = [&](const std::string& text) {
-    out += (first ? " " : ", ") + text;
-    first = false;
-  };
-  if (step.action != "scaler" && step.action != "loader") add("topology " + sc.topology);
-  for (const std::string& k : s.keys) {
-    if (k == "topology") continue;
-    if (k == "env") {
-      for (const auto& [ek, ev] : sc.env) add(ek + "=" + ev);
-    } else if (k == "set_visible_before_init") {
-      add("os.environ['CUDA_VISIBLE_DEVICES']='" + *s.set_visible_before_init + "' before the first device use");
-    } else if (k == "set_visible_after_init") {
-      add("os.environ['CUDA_VISIBLE_DEVICES']='" + *s.set_visible_after_init + "' after the first device use");
-    } else if (k == "set_device") {
-      add("set_device(" + std::to_string(*s.set_device) + ")");
-    } else if (k == "device_ids") {
-      add("device_ids " + ints(*sc.device_ids));
-    } else if (k == "output_device") {
-      add("output_device " + std::to_string(*sc.output_device));
-    } else if (k == "hidden") {
-      add("hidden " + ints(sc.hidden));
-    } else if (k == "free") {
-      add("free " + ints(s.free));
-    } else if (k == "alloc") {
-      std::string a;
-      for (const std::string& x : s.alloc) a += (a.empty() ? "" : ",") + x;
-      add("alloc [" + a + "]");
-    } else if (k == "overflow_at") {
-      std::string a;
-      for (int64_t x : s.overflow_at) a += (a.empty() ? "" : ",") + std::to_string(x);
-      add("overflow_at [" + a + "]");
-    } else if (k == "parallel") add("parallel " + sc.parallel);
-    else if (k == "device") add("device " + std::to_string(sc.device));
-    else if (k == "model_device") add("model on " + s.model_device);
-    else if (k == "input_device") add("input on " + s.input_device);
-    else if (k == "batch") add("batch " + std::to_string(sc.batch));
-    else if (k == "steps") add("steps " + std::to_string(sc.max_steps));
-    else if (k == "epochs") add("epochs " + std::to_string(sc.epochs));
-    else if (k == "lr") add("lr " + num(sc.lr));
-    else if (k == "lr_schedule") add("lr_schedule " + sc.lr_schedule);
-    else if (k == "momentum") add("momentum " + num(sc.momentum));
-    else if (k == "seed") add("seed " + std::to_string(sc.seed));
-    else if (k == "accum") add("accum " + std::to_string(sc.accum));
-    else if (k == "accum_divide") add(sc.accum_divide ? "loss / accum" : "loss NOT divided by accum");
-    else if (k == "amp") add("amp " + sc.amp);
-    else if (k == "init_scale") add("init_scale " + num(sc.scaler.init_scale));
-    else if (k == "growth_factor") add("growth_factor " + num(sc.scaler.growth_factor));
-    else if (k == "backoff_factor") add("backoff_factor " + num(sc.scaler.backoff_factor));
-    else if (k == "growth_interval") add("growth_interval " + std::to_string(sc.scaler.growth_interval));
-    else if (k == "workers") add("num_workers " + std::to_string(sc.workers));
-    else if (k == "prefetch_factor") add("prefetch_factor " + std::to_string(sc.prefetch_factor));
-    else if (k == "pin_memory") add(std::string("pin_memory ") + (sc.pin_memory ? "True" : "False"));
-    else if (k == "empty_cache") add(s.empty_cache ? "empty_cache()" : "no empty_cache()");
-    else if (k == "story") add("story " + s.story);
-    else if (k == "part") add("part " + std::to_string(s.part));
-  }
-  return out;
-}
-
 Observables run_action(const Step& step, TraceBus* trace) {
   Observables out;
   out["error"] = Value::of_string("");
   out["warnings"] = Value::of_array({});
-  const StepScenario& s = step.scenario;
   try {
-    if (step.action == "devices") detail::run_devices(s, out);
-    else if (step.action == "forward") detail::run_forward(s, out, trace);
-    else if (step.action == "train") detail::run_train(s, out, trace);
-    else if (step.action == "memory") detail::run_memory(s, out);
-    else if (step.action == "dp-loss-trap") detail::run_loss_trap(s, out);
-    else if (step.action == "scaler") detail::run_scaler(s, out);
-    else if (step.action == "machine") detail::run_machine(s, out);
-    else if (step.action == "loader") detail::run_loader(s, out);
-    else FURNACE_FAIL() << "unknown action '" << step.action << "'";
+    std::visit(Runner{out, trace}, step.setup.action);
   } catch (const std::exception& e) {
     out["error"] = Value::of_string(e.what());
   }

@@ -4,18 +4,18 @@
 // actions.cpp records the error). Warnings go to out["warnings"].
 #pragma once
 
-#include "furnace/lesson.h"  // defines: StepScenario, Observables
+#include "furnace/lesson.h"  // defines: DevicesSetup, ..., Observables
 
 namespace furnace::lesson::detail {
 
-void run_devices(const StepScenario& s, Observables& out);                  // action_devices.cpp
-void run_forward(const StepScenario& s, Observables& out, TraceBus* trace);  // action_forward.cpp
-void run_train(const StepScenario& s, Observables& out, TraceBus* trace);    // action_train.cpp
-void run_memory(const StepScenario& s, Observables& out);                   // action_memory.cpp
-void run_loss_trap(const StepScenario& s, Observables& out);                // action_tools.cpp
-void run_scaler(const StepScenario& s, Observables& out);                   // action_tools.cpp
-void run_machine(const StepScenario& s, Observables& out);                  // action_tools.cpp
-void run_loader(const StepScenario& s, Observables& out);                   // action_loader.cpp
+void run_devices(const DevicesSetup& s, Observables& out);                  // action_devices.cpp
+void run_forward(const ForwardSetup& s, Observables& out, TraceBus* trace);  // action_forward.cpp
+void run_train(const TrainSetup& s, Observables& out, TraceBus* trace);    // action_train.cpp
+void run_memory(const MemorySetup& s, Observables& out);                   // action_memory.cpp
+void run_loss_trap(const LossTrapSetup& s, Observables& out);                // action_tools.cpp
+void run_scaler(const ScalerSetup& s, Observables& out);                   // action_tools.cpp
+void run_machine(const MachineSetup& s, Observables& out);                  // action_tools.cpp
+void run_loader(const LoaderSetup& s, Observables& out);                   // action_loader.cpp
 
 // Appends a warning's text to out["warnings"].
 void add_warning(Observables& out, const std::string& message);

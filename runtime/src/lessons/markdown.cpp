@@ -1,8 +1,7 @@
 // markdown.cpp: lesson text (CommonMark) parsed by md4c into a flat list of blocks the terminal
-// renderer and the visualizer both draw, and the terminal renderer itself (CJK-aware wrapping).
-// Not here: how a lesson's text is split into steps (loader.cpp).
-//
-// [SECTION] parsing  [SECTION] terminal rendering
+// renderer (runtime/cli/lesson_text.cpp) and the visualizer both draw. Not here: how a lesson's
+// text is split into steps (lesson_file.cpp), drawing it, or where its lines break
+// (furnace/cjk_text.h).
 #include <md4c.h>  // defines: md_parse, MD_PARSER, MD_BLOCK_*, MD_SPAN_*, MD_TEXT_*
 
 #include <algorithm>
@@ -11,13 +10,11 @@
 #include <vector>
 
 #include "furnace/error.h"   // defines: FURNACE_CHECK, FURNACE_FAIL
-#include "furnace/lesson.h"  // defines: Document, Block, Span, parse_markdown, render_terminal
-#include "lessons/cjk_text.h"  // defines: next_code_point, is_wide, is_*_punctuation
+#include "furnace/cjk_text.h"  // defines: next_code_point, is_wide, is_*_punctuation
+#include "furnace/lesson.h"    // defines: Document, Block, Span, parse_markdown, spans_text
 
 namespace furnace::lesson {
 namespace {
-
-// ---- [SECTION] parsing --------------------------------------------------------------------------
 
 struct Builder {
   std::string_view source;
@@ -292,214 +289,6 @@ Document parse_markdown(std::string_view markdown, const std::string& origin) {
 std::string spans_text(const std::vector<Span>& spans) {
   std::string out;
   for (const Span& s : spans) out += s.text;
-  return out;
-}
-
-int display_width(std::string_view utf8) {
-  int w = 0;
-  size_t i = 0;
-  while (i < utf8.size()) {
-    const char32_t c = next_code_point(utf8, i);
-    w += is_wide(c) ? 2 : (c < 0x20 ? 0 : 1);
-  }
-  return w;
-}
-
-// ---- [SECTION] terminal rendering ---------------------------------------------------------------
-
-namespace {
-
-constexpr const char* kBold = "\x1b[1m";
-constexpr const char* kCyan = "\x1b[36m";
-constexpr const char* kReset = "\x1b[0m";
-
-// A piece of text that wraps as a unit: a Latin word (with its trailing space) or one CJK char.
-struct Piece {
-  std::string text;      // with escape codes when coloured
-  int width = 0;
-  bool space_after = false;
-  bool newline_after = false;  // a hard break
-  bool opens = false;          // ends with opening punctuation: the next piece joins it
-};
-
-// `width`: the line width; a code span narrower than it is one piece (`device_ids=[1, 0]` is
-// never split at its space), a wider one breaks like text.
-std::vector<Piece> pieces_of(const std::vector<Span>& spans, bool color, int width) {
-  std::vector<Piece> out;
-  for (const Span& span : spans) {
-    std::string text = span.text;
-    if (span.style & Span::link && !span.href.empty() && span.href != text) text += " (" + span.href + ")";
-    if (!color && (span.style & Span::code)) text = "`" + text + "`";
-    const bool whole = (span.style & Span::code) && text.find('\n') == std::string::npos &&
-                       display_width(text) < width;
-    std::vector<Piece> mine;
-    Piece cur;
-    bool opened = false;  // cur ends with opening punctuation: the next character joins it
-    auto flush = [&] {
-      cur.opens = opened;
-      if (!cur.text.empty()) mine.push_back(std::move(cur));
-      cur = Piece{};
-      opened = false;
-    };
-    auto previous = [&]() -> Piece* {
-      return !mine.empty() ? &mine.back() : !out.empty() ? &out.back() : nullptr;
-    };
-    size_t i = 0;
-    while (i < text.size()) {
-      const size_t start = i;
-      const char32_t c = next_code_point(text, i);
-      const int w = is_wide(c) ? 2 : 1;
-      if (whole) {
-        cur.text.append(text, start, i - start);
-        cur.width += w;
-        continue;
-      }
-      if (c == ' ' || c == '\t' || c == '\n') {
-        flush();
-        if (Piece* p = previous()) (c == '\n' ? p->newline_after : p->space_after) = true;
-        continue;
-      }
-      // A Latin character joins the current word (a narrow closing mark such as ” after a CJK
-      // character joins the piece before it, below).
-      if (!is_wide(c) && !is_opening_punctuation(c) && !(is_closing_punctuation(c) && cur.text.empty())) {
-        cur.text.append(text, start, i - start);
-        cur.width += 1;
-        opened = false;
-        continue;
-      }
-      Piece* p = previous();
-      if (is_closing_punctuation(c) && (!cur.text.empty() || (p && !p->space_after && !p->newline_after))) {
-        Piece& into = !cur.text.empty() ? cur : *p;  // never at the start of a line
-        into.text.append(text, start, i - start);
-        into.width += w;
-        if (&into == &cur) flush();  // a line may break after it
-        continue;
-      }
-      if (!opened) flush();
-      cur.text.append(text, start, i - start);
-      cur.width += w;
-      opened = is_opening_punctuation(c);
-      if (!opened) flush();  // one CJK character is one piece
-    }
-    flush();
-    const char* on = !color ? "" : (span.style & Span::code) ? kCyan : (span.style & Span::strong) ? kBold : "";
-    // A span that continues a word of the previous one ("**parallel**," or "`x`s") must not be
-    // separated from it by a line break: its first piece joins the previous piece.
-    // The same when the previous piece ends with opening punctuation ("（" + "**DataParallel**").
-    size_t first = 0;
-    const char32_t c0 = text.empty() ? 0 : next_code_point(text, first);
-    const bool glue = !mine.empty() && !out.empty() && !out.back().space_after && !out.back().newline_after &&
-                      (out.back().opens || (c0 != 0 && c0 != ' ' && c0 != '\n' && !is_wide(c0) &&
-                                            !is_opening_punctuation(c0)));
-    for (size_t k = 0; k < mine.size(); ++k) {
-      Piece& p = mine[k];
-      // Each piece coloured on its own, so a wrapped line never leaks a colour.
-      if (*on) p.text = std::string(on) + p.text + kReset;
-      if (k == 0 && glue) {
-        out.back().text += p.text;
-        out.back().width += p.width;
-        out.back().space_after = p.space_after;
-        out.back().newline_after = p.newline_after;
-        out.back().opens = p.opens;
-        continue;
-      }
-      out.push_back(std::move(p));
-    }
-  }
-  return out;
-}
-
-// Wraps pieces to `width`, every line starting with `first` (the first line) or `rest`.
-std::string wrap(const std::vector<Piece>& pieces, int width, const std::string& first, const std::string& rest) {
-  std::string out, line = first;
-  int col = display_width(first);
-  const int indent = display_width(rest);
-  bool line_empty = true;
-  bool pending_space = false;
-  for (const Piece& p : pieces) {
-    const int need = p.width + (pending_space && !line_empty ? 1 : 0);
-    if (!line_empty && col + need > width) {
-      out += line + "\n";
-      line = rest;
-      col = indent;
-      line_empty = true;
-      pending_space = false;
-    }
-    if (pending_space && !line_empty) {
-      line += ' ';
-      ++col;
-    }
-    line += p.text;
-    col += p.width;
-    line_empty = false;
-    pending_space = p.space_after;
-    if (p.newline_after) {
-      out += line + "\n";
-      line = rest;
-      col = indent;
-      line_empty = true;
-      pending_space = false;
-    }
-  }
-  if (!line_empty) out += line + "\n";
-  return out;
-}
-
-}  // namespace
-
-std::string render_terminal(const Document& doc, int width, bool color) {
-  std::string out;
-  for (size_t i = 0; i < doc.blocks.size(); ++i) {
-    const Block& b = doc.blocks[i];
-    std::string quote;
-    for (int q = 0; q < b.quote_depth; ++q) quote += "| ";
-    // A blank line between blocks, except between items of one list.
-    const bool tight = i > 0 && b.kind == Block::Kind::list_item &&
-                       doc.blocks[i - 1].kind == Block::Kind::list_item;
-    // The blank line carries the quote bar only between two blocks of the same quote.
-    const bool same_quote = i > 0 && b.quote_depth > 0 && doc.blocks[i - 1].quote_depth == b.quote_depth;
-    if (i > 0 && !tight) out += same_quote ? quote + "\n" : "\n";
-    switch (b.kind) {
-      case Block::Kind::heading: {
-        std::vector<Span> spans = b.spans;
-        for (Span& s : spans) s.style |= Span::strong;
-        const std::string prefix = b.level <= 2 ? "" : std::string(static_cast<size_t>(b.level - 2), '#') + " ";
-        out += wrap(pieces_of(spans, color, width), width, quote + prefix, quote);
-        if (b.level <= 2 && !color) {
-          const int w = std::min(width, display_width(spans_text(b.spans)));
-          out += quote + std::string(static_cast<size_t>(std::max(w, 1)), b.level == 1 ? '=' : '-') + "\n";
-        }
-        break;
-      }
-      case Block::Kind::paragraph: {
-        const std::string pad(static_cast<size_t>(2 * b.level), ' ');
-        out += wrap(pieces_of(b.spans, color, width), width, quote + pad, quote + pad);
-        break;
-      }
-      case Block::Kind::list_item: {
-        const std::string pad(static_cast<size_t>(2 * (b.level - 1)), ' ');
-        const std::string mark = b.number > 0 ? std::to_string(b.number) + ". " : "- ";
-        out += wrap(pieces_of(b.spans, color, width), width, quote + pad + mark,
-                    quote + pad + std::string(mark.size(), ' '));
-        break;
-      }
-      case Block::Kind::code: {
-        const std::string pad = quote + std::string(static_cast<size_t>(2 * b.level + 4), ' ');
-        size_t start = 0;
-        while (start < b.code.size()) {
-          size_t end = b.code.find('\n', start);
-          if (end == std::string::npos) end = b.code.size();
-          const std::string l = b.code.substr(start, end - start);
-          out += pad + (color ? kCyan + l + kReset : l) + "\n";
-          start = end + 1;
-        }
-        break;
-      }
-      case Block::Kind::rule:
-        out += quote + std::string(static_cast<size_t>(std::min(width, 40)), '-') + "\n";
-        break;
-    }
-  }
   return out;
 }
 

@@ -1,19 +1,20 @@
 // furnace/lesson.h: guided lessons (lessons/FORMAT.md): loading and validating a lesson folder,
 // its text in English and Chinese as parsed Markdown, running each step's action on the runtime
 // and evaluating the step's checks against the values the action produced. The CLI (`furnace
-// lesson`), the tests and the visualizer's lesson panel all use this API; nothing here prints.
+// lesson`), the tests and the visualizer's lesson panel all use this API; nothing here prints or
+// draws (the terminal renderer is the CLI's, the pixel wrap the visualizer's).
 //
-// [SECTION] languages and text  [SECTION] Markdown  [SECTION] values  [SECTION] lessons
+// [SECTION] languages and text  [SECTION] Markdown  [SECTION] values  [SECTION] step setups  [SECTION] lessons
 // [SECTION] loading  [SECTION] actions  [SECTION] checks and predictions  [SECTION] a lesson run
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "furnace/train.h"  // defines: Scenario, TraceBus
@@ -65,23 +66,10 @@ struct Document {
 // "<origin>:<line>: <what> is not supported in lesson text".
 Document parse_markdown(std::string_view markdown, const std::string& origin);
 
-// The document for a terminal `width` columns wide (CJK characters count two), wrapped at word
-// boundaries (any character boundary between CJK characters). `color`: ANSI bold for strong text
-// and headings, cyan for code.
-std::string render_terminal(const Document& doc, int width = 80, bool color = false);
 // The plain text of some spans (no styling), e.g. for a heading.
 std::string spans_text(const std::vector<Span>& spans);
-// Display width of UTF-8 text (CJK and fullwidth characters count 2).
-int display_width(std::string_view utf8);
-// Breaks `text` into lines no wider than `width` as `measure` (the caller's units: pixels of its
-// font) measures them, for drawing lesson text in a proportional font. A line breaks at spaces
-// (the space at the break is dropped, others kept, indentation too) and between two CJK
-// characters, never before closing punctuation (，。）”) nor after opening punctuation (（“);
-// U+00A0 joins like a letter. A token wider than a line is cut where it overflows. Returns the
-// lines joined by '\n' ('\n' in `text` starts a new line). `hanging` (code): the lines a break
-// makes start with their line's indentation plus `hanging`, so they read as a continuation.
-std::string wrap_text(std::string_view text, double width, const std::function<double(std::string_view)>& measure,
-                      std::string_view hanging = {});
+// Drawing a Document is its reader's: the terminal's in runtime/cli/lesson_text.h, the Lesson
+// panel's in visualizer/ui/; both break lines by furnace/cjk_text.h.
 
 // ---- [SECTION] values ---------------------------------------------------------------------------
 
@@ -116,25 +104,75 @@ bool values_equal(const Value& a, const Value& b);
 // What an action produced: observable name -> value ("error" and "warnings" always present).
 using Observables = std::map<std::string, Value>;
 
-// ---- [SECTION] lessons --------------------------------------------------------------------------
+// ---- [SECTION] step setups ----------------------------------------------------------------------
 
-// A step's experiment: a train Scenario (with the lesson defaults of FORMAT.md and the file's keys
-// applied; the visualizer can start it as it is) plus what the other actions read.
-struct StepScenario {
-  Scenario scenario;                                   // topology, env, parallel, device_ids, ...
-  std::optional<std::string> set_visible_before_init;  // devices
-  std::optional<std::string> set_visible_after_init;   // devices
-  std::optional<int> set_device;                       // devices
-  std::string model_device;                            // forward: "cpu" or "cuda:N" ("": cuda:<device>)
-  std::string input_device = "cpu";                    // forward
-  std::vector<std::string> alloc;                      // memory
-  std::vector<int> free;                               // memory
-  bool empty_cache = false;                            // memory
-  std::vector<int64_t> overflow_at;                    // scaler
-  std::string story;                                   // machine
-  int part = 1;                                        // machine
-  std::vector<std::string> keys;                       // the keys the file set, in FORMAT.md's order
+// What a step's action runs: one type per action, each holding only what its action reads. Every
+// one has `scenario`, a train Scenario with the lesson defaults of FORMAT.md and the file's keys
+// applied: the machine and the process's environment, and the whole experiment where the action
+// trains (the visualizer starts it as it is). Which keys each action reads: actions(); how each
+// key is read: runtime/src/lessons/step_setup.cpp.
+struct DevicesSetup {
+  Scenario scenario;                                   // topology, env
+  std::optional<std::string> set_visible_before_init;  // os.environ[...] before the first device use
+  std::optional<std::string> set_visible_after_init;   // ... after it (no effect)
+  std::optional<int> set_device;                       // torch.cuda.set_device(N)
 };
+struct ForwardSetup {
+  Scenario scenario;                 // topology, env, parallel, device, device_ids, batch, hidden, ...
+  std::string model_device;          // "cpu" or "cuda:N" ("": cuda:<device>)
+  std::string input_device = "cpu";  // where the input batch is
+};
+struct TrainSetup {
+  Scenario scenario;  // the training run
+};
+struct MemorySetup {
+  Scenario scenario;               // topology, device
+  std::vector<std::string> alloc;  // sizes to allocate, in order ("5MiB")
+  std::vector<int> free;           // indices into alloc to free afterwards
+  bool empty_cache = false;
+};
+struct LossTrapSetup {
+  Scenario scenario;  // topology, env, batch, device_ids, seed
+};
+struct ScalerSetup {
+  Scenario scenario;                 // steps, GradScaler's options
+  std::vector<int64_t> overflow_at;  // 1-based steps whose gradients overflow
+};
+struct MachineSetup {
+  Scenario scenario;  // topology
+  std::string story;  // furnace/stories.h
+  int part = 1;       // 1-based
+};
+struct LoaderSetup {
+  Scenario scenario;  // batch, workers, prefetch_factor, pin_memory, seed
+};
+// In the order of actions().
+using ActionSetup = std::variant<DevicesSetup, ForwardSetup, TrainSetup, MemorySetup, LossTrapSetup, ScalerSetup,
+                                 MachineSetup, LoaderSetup>;
+
+struct StepSetup {
+  ActionSetup action;
+  std::vector<std::string> keys;  // the keys the file set, in FORMAT.md's order
+
+  // The Scenario every action's setup holds.
+  const Scenario& scenario() const {
+    return std::visit([](const auto& a) -> const Scenario& { return a.scenario; }, action);
+  }
+  Scenario& scenario() {
+    return std::visit([](auto& a) -> Scenario& { return a.scenario; }, action);
+  }
+  // The setup of action T, or nullptr when the step runs another action.
+  template <class T>
+  const T* as() const { return std::get_if<T>(&action); }
+  template <class T>
+  T* as() { return std::get_if<T>(&action); }
+};
+
+// The setup of `action` ("devices", ...) with the lesson defaults of FORMAT.md and no key set;
+// throws for an unknown action.
+StepSetup default_setup(std::string_view action);
+
+// ---- [SECTION] lessons --------------------------------------------------------------------------
 
 struct Expectation {
   enum class Op : uint8_t { equals, not_equals, less_than, greater_than, at_most, at_least, approx,
@@ -165,7 +203,7 @@ struct Step {
   std::string id;
   std::string panel;   // devices | pipeline | memory | training | timeline | controls
   std::string action;  // devices | forward | train | memory | dp-loss-trap | scaler | machine | loader
-  StepScenario scenario;
+  StepSetup setup;     // what the action runs
   std::optional<Prediction> prediction;
   std::vector<Check> checks;
   Text title;          // from the `## ... {#id}` headings of en.md and zh.md
@@ -231,7 +269,7 @@ const ActionInfo* find_action(std::string_view name);
 // The panels a step may name.
 const std::vector<std::string>& panels();
 
-// One line saying what a step runs: the action and the scenario keys the file sets, e.g.
+// One line saying what a step runs (step_setup.cpp): the action and the scenario keys the file sets, e.g.
 // "devices: topology workstation-4x3090, CUDA_VISIBLE_DEVICES=0".
 std::string scenario_summary(const Step& step);
 

@@ -1,14 +1,20 @@
-// cjk_text.h: the character classes that lesson text is wrapped by (UTF-8 decoding, which
-// characters are double width, which punctuation may not start or end a line). Shared by the
-// terminal renderer (markdown.cpp) and wrap_text (wrap_text.cpp). Not a Unicode line-breaking
-// algorithm: just what Chinese and English lesson text needs.
+// furnace/cjk_text.h: where lesson text may break into lines, in one place: UTF-8 decoding, which
+// characters are double width, which punctuation may not start or end a line, and the tokeniser
+// that cuts text into the units a line never breaks inside. The terminal renderer (`furnace
+// lesson`, runtime/cli/lesson_text.cpp) and the visualizer's wrap (visualizer/ui/wrap_text.cpp)
+// both wrap with break_tokens; Markdown's soft breaks (markdown.cpp) use the character classes.
+// Not a Unicode line-breaking algorithm: just what Chinese and English lesson text needs.
 #pragma once
 
 #include <algorithm>
 #include <iterator>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace furnace::lesson {
+
+// ---- character classes --------------------------------------------------------------------------
 
 // Decodes one code point at s[i], advancing i. An invalid byte (a lead byte without its
 // continuation bytes, a stray continuation byte) is one character of its own, so a broken
@@ -58,5 +64,32 @@ inline bool is_opening_punctuation(char32_t c) {
   static constexpr char32_t kOpening[] = {U'（', U'「', U'『', U'《', U'〈', U'“', U'‘', U'【'};
   return std::find(std::begin(kOpening), std::end(kOpening), c) != std::end(kOpening);
 }
+
+// Display width of UTF-8 text in terminal columns (CJK and fullwidth characters count 2, control
+// characters 0).
+int display_width(std::string_view utf8);
+
+// ---- line-break units ---------------------------------------------------------------------------
+
+// A unit a line never breaks inside: a word (a narrow closing mark inside it, as in don’t,
+// stays), one CJK character with the punctuation that sticks to it (never before ，。）” nor
+// after （“), a short bracketed list, or a line's indentation with its first word. U+00A0 joins
+// like a letter.
+struct BreakToken {
+  std::string text;    // empty: only carries `gap` or `hard` for what came before `text` began
+  std::string gap;     // the spaces and tabs after it: a line may break there (and drops them)
+  bool hard = false;   // a '\n' follows (two in a row: an empty token for the empty line)
+  bool opens = false;  // ends with opening punctuation: whatever follows belongs with it
+  bool joins_before = false;  // closing punctuation at the very start of the text: it belongs
+                              // with the caller's text before (another span), if nothing separates them
+};
+
+struct BreakOptions {
+  bool indentation = false;     // spaces at the start of a line stay with its first token (code)
+  bool short_brackets = false;  // "[0, 1]" (24 bytes at most, on one line) is one token
+};
+
+// Cuts `text` into BreakTokens; a line may break between any two of them.
+std::vector<BreakToken> break_tokens(std::string_view text, BreakOptions options = {});
 
 }  // namespace furnace::lesson

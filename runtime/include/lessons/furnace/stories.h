@@ -1,11 +1,12 @@
-// furnace/machine_scenarios.h: stories of several processes sharing one simulated machine, from
-// the article in shared/seed/ (section 3): two jobs on disjoint GPUs, and select_least_used_gpu
+// furnace/stories.h: the article's stories of several processes sharing one simulated machine,
+// from shared/seed/ (section 3); `furnace scenario NAME` on the command line, "story" in the code
+// so that they are not taken for a training Scenario. Two jobs on disjoint GPUs, and select_least_used_gpu
 // with its two traps next to a version that works, the race that version leaves when two jobs
-// start at once, and a launcher that hands out the GPUs. Each scenario really runs: processes with
+// start at once, and a launcher that hands out the GPUs. Each story really runs: processes with
 // their own environments on a SimMachine, each training model replicas on the GPUs it sees; the
 // result is a list of steps (the shell and Python lines of the article, what they print, notes)
 // and nvidia-smi's view at the end. The CLI (`furnace scenario`, `furnace smi --scenario`), the
-// tests and later the lessons read it.
+// tests and the lessons' `machine` action read it.
 #pragma once
 
 #include <cstdint>
@@ -19,17 +20,17 @@
 
 namespace furnace {
 
-struct ScenarioStep {
+struct StoryStep {
   enum class Kind { shell, code, output, note, smi };
   Kind kind = Kind::note;
   std::string who;   // the process it concerns ("train_a.py (pid 4001)"); empty for the narrator
   std::string text;  // shell: a command; code: Python (may span lines); output; note
   std::optional<SmiSnapshot> smi;  // kind smi: nvidia-smi at that moment
 };
-const char* scenario_step_kind_name(ScenarioStep::Kind k);  // "shell", "code", ...
+const char* story_step_kind_name(StoryStep::Kind k);  // "shell", "code", ...
 
 // One process alive at the end of a part, as its own Runtime reports it.
-struct ScenarioProcess {
+struct StoryProcess {
   int pid = 0;
   std::string name;
   std::map<std::string, std::string> env;  // its environment at the end
@@ -43,23 +44,23 @@ struct ScenarioProcess {
   std::vector<Device> devices;
 };
 
-struct ScenarioPart {
+struct StoryPart {
   std::string title;
-  std::vector<ScenarioStep> steps;
-  std::vector<ScenarioProcess> processes;  // alive at the end of the part
-  SmiSnapshot smi;                         // nvidia-smi at the end of the part
+  std::vector<StoryStep> steps;
+  std::vector<StoryProcess> processes;  // alive at the end of the part
+  SmiSnapshot smi;                      // nvidia-smi at the end of the part
 };
 
-struct MachineScenarioResult {
+struct StoryResult {
   std::string name, title, topology;
-  std::vector<ScenarioPart> parts;
+  std::vector<StoryPart> parts;
 };
 
 // name -> one-line description, in a fixed order ("two-jobs", "select-gpu").
-std::vector<std::pair<std::string, std::string>> machine_scenarios();
+std::vector<std::pair<std::string, std::string>> stories();
 
-// Runs scenario `name` on `topology` (empty: workstation-4x3090, the article's 4-GPU server).
+// Runs story `name` on `topology` (empty: workstation-4x3090, the article's 4-GPU server).
 // Throws one line for an unknown name or a machine with fewer than 4 GPUs.
-MachineScenarioResult run_machine_scenario(const std::string& name, const std::string& topology = "");
+StoryResult run_story(const std::string& name, const std::string& topology = "");
 
 }  // namespace furnace

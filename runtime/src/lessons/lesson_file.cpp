@@ -1,30 +1,27 @@
-// loader.cpp: reads a lesson folder (lesson.toml, en.md, zh.md; lessons/FORMAT.md) into a Lesson
-// and validates everything that can be checked before running: every key known and of the right
-// type, scenario keys allowed for the step's action and their values sane, every observable a
-// check, a reference or a prediction names produced by the action (or an earlier step's), and a
-// text section per step in both languages. Every problem is one furnace::Error line
-// "<file>:<line>:<column>: <problem>".
+// lesson_file.cpp: reads a lesson folder (lesson.toml, en.md, zh.md; lessons/FORMAT.md) into a
+// Lesson and validates everything that can be checked before running: every key known and of the
+// right type, each step's [step.scenario] (read by step_setup.cpp), every observable a check, a
+// reference or a prediction names produced by the action (or an earlier step's), and a text
+// section per step in both languages. Every problem is one furnace::Error line
+// "<file>:<line>:<column>: <problem>". Not here: the DataLoader (data/loader.cpp).
 //
-// [SECTION] reading TOML fields  [SECTION] scenario  [SECTION] observable references
-// [SECTION] checks and predictions  [SECTION] text  [SECTION] lesson.toml  [SECTION] folders
+// [SECTION] observable references  [SECTION] checks and predictions  [SECTION] text
+// [SECTION] lesson.toml  [SECTION] folders
 #include <toml++/toml.h>  // defines: toml::parse, toml::table, toml::node, toml::parse_error
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <sstream>
 
-#include "furnace/allocator.h"          // defines: parse_size
 #include "furnace/error.h"              // defines: FURNACE_FAIL, Error
 #include "furnace/file_kind.h"  // defines: is_special_file, too_big_to_read
 #include "furnace/lesson.h"             // defines: Lesson, load_lesson, load_lessons
-#include "furnace/machine_scenarios.h"  // defines: machine_scenarios
-#include "furnace/process.h"            // defines: kCudaVisibleDevices, kCudaDeviceOrder
-#include "furnace/topology.h"           // defines: load_topology
+#include "furnace/toml_reader.h"         // defines: toml_ascii, toml_type_name
 #include "lessons/lesson_names.h"       // defines: names::is_slug, parse_ref, parse_step_heading
-#include "furnace/toml_reader.h"  // defines: toml_ascii, toml_type_name, nearest_name
+#include "lessons/step_setup.h"         // defines: read_setup
+#include "lessons/toml_fields.h"        // defines: Fields, suggestion
 
 #ifndef FURNACE_DEFAULT_LESSONS_DIR
 #define FURNACE_DEFAULT_LESSONS_DIR "lessons"  // CMake passes the source tree's
@@ -34,271 +31,8 @@ namespace furnace::lesson {
 namespace {
 
 namespace fs = std::filesystem;
-
-// ---- [SECTION] reading TOML fields --------------------------------------------------------------
-
-// "did you mean 'x'?" or the list of allowed names.
-std::string suggestion(std::string_view got, const std::vector<std::string>& allowed) {
-  const std::string best = nearest_name(got, allowed);
-  if (!best.empty()) return "did you mean '" + best + "'?";
-  std::string all;
-  for (const std::string& a : allowed) all += (all.empty() ? "" : ", ") + a;
-  return "allowed: " + all;
-}
-
-// One TOML table being read; `what` names it in messages ("step 'mask'", "step 'mask': check 2").
-class Fields {
- public:
-  Fields(const toml::table& t, const std::string& origin, std::string what)
-      : t_(t), origin_(origin), what_(std::move(what)) {}
-
-  std::string at(const toml::node* n) const {
-    std::ostringstream os;
-    os << origin_;
-    const toml::source_region& src = (n ? n->source() : t_.source());
-    if (src.begin.line > 0) os << ':' << src.begin.line << ':' << src.begin.column;
-    os << ": ";
-    if (!what_.empty()) os << what_ << ": ";
-    return os.str();
-  }
-  [[noreturn]] void fail(const toml::node* n, const std::string& message) const {
-    FURNACE_FAIL() << at(n) << message;
-    std::abort();
-  }
-  const toml::table& table() const { return t_; }
-  const std::string& what() const { return what_; }
-  const std::string& origin() const { return origin_; }
-  int line() const { return static_cast<int>(t_.source().begin.line); }
-
-  void only(const std::vector<std::string>& allowed, const char* in) const {
-    for (auto&& [key, node] : t_) {
-      const std::string k(key.str());
-      if (std::find(allowed.begin(), allowed.end(), k) != allowed.end()) continue;
-      fail(&node, "unknown key '" + printable(k) + "' in " + in + " (" + suggestion(k, allowed) + ")");
-    }
-  }
-  const toml::node* find(std::string_view key) const { return t_.get(key); }
-  const toml::node& need(std::string_view key) const {
-    const toml::node* n = find(key);
-    if (!n) fail(nullptr, "missing '" + std::string(key) + "'");
-    return *n;
-  }
-  std::string string(std::string_view key) const { return string_of(need(key), key); }
-  std::string string_of(const toml::node& n, std::string_view key) const {
-    if (!n.is_string()) fail(&n, "'" + std::string(key) + "' must be a string, got " + toml_type_name(n));
-    return std::string(*n.value<std::string_view>());
-  }
-  int64_t integer_of(const toml::node& n, std::string_view key) const {
-    if (!n.is_integer()) fail(&n, "'" + std::string(key) + "' must be an integer, got " + toml_type_name(n));
-    return *n.value<int64_t>();
-  }
-  int64_t integer(std::string_view key) const { return integer_of(need(key), key); }
-  double number_of(const toml::node& n, std::string_view key) const {
-    if (!n.is_number()) fail(&n, "'" + std::string(key) + "' must be a number, got " + toml_type_name(n));
-    return *n.value<double>();
-  }
-  bool boolean_of(const toml::node& n, std::string_view key) const {
-    if (!n.is_boolean()) fail(&n, "'" + std::string(key) + "' must be true or false, got " + toml_type_name(n));
-    return *n.value<bool>();
-  }
-  const toml::array& array_of(const toml::node& n, std::string_view key) const {
-    if (!n.is_array()) fail(&n, "'" + std::string(key) + "' must be an array, got " + toml_type_name(n));
-    return *n.as_array();
-  }
-  std::vector<int64_t> integers_of(const toml::node& n, std::string_view key) const {
-    std::vector<int64_t> out;
-    for (const toml::node& item : array_of(n, key)) {
-      if (!item.is_integer()) fail(&item, "'" + std::string(key) + "' must be an array of integers, got " + toml_type_name(item) + " in it");
-      out.push_back(*item.value<int64_t>());
-    }
-    return out;
-  }
-  std::vector<std::string> strings_of(const toml::node& n, std::string_view key) const {
-    std::vector<std::string> out;
-    for (const toml::node& item : array_of(n, key)) {
-      if (!item.is_string()) fail(&item, "'" + std::string(key) + "' must be an array of strings, got " + toml_type_name(item) + " in it");
-      out.emplace_back(*item.value<std::string_view>());
-    }
-    return out;
-  }
-  // `key = { en = "...", zh = "..." }` (or the dotted form): both required, non-empty.
-  Text text(std::string_view key) const {
-    const toml::node& n = need(key);
-    if (!n.is_table()) fail(&n, "'" + std::string(key) + "' must be a table { en = \"...\", zh = \"...\" }, got " + toml_type_name(n));
-    Fields f(*n.as_table(), origin_, what_.empty() ? std::string(key) : what_ + ": " + std::string(key));
-    f.only({"en", "zh"}, std::string("'" + std::string(key) + "'").c_str());
-    Text t{f.string("en"), f.string("zh")};
-    if (t.en.empty()) f.fail(f.find("en"), "the English text is empty");
-    if (t.zh.empty()) f.fail(f.find("zh"), "the Chinese text is empty");
-    return t;
-  }
-
- private:
-  const toml::table& t_;
-  std::string origin_;
-  std::string what_;
-};
-
-// ---- [SECTION] scenario -------------------------------------------------------------------------
-
-const std::vector<std::string>& all_scenario_keys() {
-  static const std::vector<std::string> keys = {
-      "topology", "env", "set_visible_before_init", "set_visible_after_init", "set_device", "parallel",
-      "device", "device_ids", "output_device", "model_device", "input_device", "batch", "hidden", "steps",
-      "epochs", "lr", "lr_schedule", "momentum", "seed", "accum", "accum_divide", "amp", "init_scale",
-      "growth_factor", "backoff_factor", "growth_interval", "overflow_at", "workers", "prefetch_factor",
-      "pin_memory", "alloc", "free", "empty_cache", "story", "part"};
-  return keys;
-}
-
-std::vector<int> to_ints(const std::vector<int64_t>& v) { return {v.begin(), v.end()}; }
-
-StepScenario read_scenario(const Fields* f, const ActionInfo& action) {
-  StepScenario s;
-  Scenario& sc = s.scenario;
-  // The lesson defaults (FORMAT.md): the article's 4-GPU server, a few steps on the data slice.
-  sc.topology = "workstation-4x3090";
-  sc.epochs = 1;
-  sc.max_steps = action.name == "scaler" ? 20 : 3;
-  sc.lr_schedule = "constant";
-  sc.evaluate = false;
-  sc.batch = action.name == "forward" ? 8 : action.name == "dp-loss-trap" ? 10 : 256;
-  if (!f) return s;
-
-  for (auto&& [key, node] : f->table()) {
-    const std::string k(key.str());
-    if (std::find(all_scenario_keys().begin(), all_scenario_keys().end(), k) == all_scenario_keys().end())
-      f->fail(&node, "unknown scenario key '" + printable(k) + "' (" + suggestion(k, all_scenario_keys()) + ")");
-    if (std::find(action.keys.begin(), action.keys.end(), k) == action.keys.end()) {
-      std::string used;
-      for (const std::string& a : action.keys) used += (used.empty() ? "" : ", ") + a;
-      f->fail(&node, "scenario key '" + k + "' is not used by action '" + action.name + "' (it reads: " + used + ")");
-    }
-    s.keys.push_back(k);
-    const toml::node& n = node;
-    auto positive = [&](int64_t v, int64_t min) {
-      if (v < min) f->fail(&n, "'" + k + "' must be at least " + std::to_string(min) + " (got " + std::to_string(v) + ")");
-      return v;
-    };
-    if (k == "topology") {
-      sc.topology = f->string_of(n, k);
-      try {
-        load_topology(sc.topology);
-      } catch (const Error& e) {
-        f->fail(&n, std::string("topology: ") + e.what());
-      }
-    } else if (k == "env") {
-      if (!n.is_table()) f->fail(&n, "'env' must be a table { CUDA_VISIBLE_DEVICES = \"...\" }, got " + toml_type_name(n));
-      Fields env(*n.as_table(), f->origin(), f->what() + ": env");
-      env.only({kCudaVisibleDevices, kCudaDeviceOrder}, "env");
-      for (auto&& [ek, ev] : *n.as_table()) sc.env[std::string(ek.str())] = env.string_of(ev, ek.str());
-    } else if (k == "set_visible_before_init") {
-      s.set_visible_before_init = f->string_of(n, k);
-    } else if (k == "set_visible_after_init") {
-      s.set_visible_after_init = f->string_of(n, k);
-    } else if (k == "set_device") {
-      s.set_device = static_cast<int>(positive(f->integer_of(n, k), 0));
-    } else if (k == "parallel") {
-      sc.parallel = f->string_of(n, k);
-      if (!parse_parallel_mode(sc.parallel)) f->fail(&n, "'parallel' must be \"none\" or \"dp\"");
-    } else if (k == "device") {
-      sc.device = static_cast<int>(positive(f->integer_of(n, k), 0));
-    } else if (k == "device_ids") {
-      sc.device_ids = to_ints(f->integers_of(n, k));
-    } else if (k == "output_device") {
-      sc.output_device = static_cast<int>(f->integer_of(n, k));
-    } else if (k == "model_device" || k == "input_device") {
-      const std::string v = f->string_of(n, k);
-      if (!names::is_place(v)) f->fail(&n, "'" + k + "' must be \"cpu\" or \"cuda:N\" (got '" + printable(v) + "')");
-      (k == "model_device" ? s.model_device : s.input_device) = v;
-    } else if (k == "batch") {
-      sc.batch = positive(f->integer_of(n, k), 1);
-    } else if (k == "hidden") {
-      sc.hidden = to_ints(f->integers_of(n, k));
-    } else if (k == "steps") {
-      sc.max_steps = positive(f->integer_of(n, k), 1);
-    } else if (k == "epochs") {
-      sc.epochs = static_cast<int>(positive(f->integer_of(n, k), 1));
-    } else if (k == "lr") {
-      sc.lr = static_cast<float>(f->number_of(n, k));
-    } else if (k == "lr_schedule") {
-      sc.lr_schedule = f->string_of(n, k);
-    } else if (k == "momentum") {
-      sc.momentum = static_cast<float>(f->number_of(n, k));
-    } else if (k == "seed") {
-      sc.seed = static_cast<uint64_t>(positive(f->integer_of(n, k), 0));
-    } else if (k == "accum") {
-      sc.accum = static_cast<int>(positive(f->integer_of(n, k), 1));
-    } else if (k == "accum_divide") {
-      sc.accum_divide = f->boolean_of(n, k);
-    } else if (k == "amp") {
-      sc.amp = f->string_of(n, k);
-    } else if (k == "init_scale") {
-      sc.scaler.init_scale = f->number_of(n, k);
-    } else if (k == "growth_factor") {
-      sc.scaler.growth_factor = f->number_of(n, k);
-    } else if (k == "backoff_factor") {
-      sc.scaler.backoff_factor = f->number_of(n, k);
-    } else if (k == "growth_interval") {
-      sc.scaler.growth_interval = positive(f->integer_of(n, k), 1);
-    } else if (k == "overflow_at") {
-      s.overflow_at = f->integers_of(n, k);
-    } else if (k == "workers") {
-      sc.workers = static_cast<int>(f->integer_of(n, k));
-    } else if (k == "prefetch_factor") {
-      sc.prefetch_factor = static_cast<int>(f->integer_of(n, k));
-    } else if (k == "pin_memory") {
-      sc.pin_memory = f->boolean_of(n, k);
-    } else if (k == "alloc") {
-      s.alloc = f->strings_of(n, k);
-      for (const std::string& a : s.alloc) {
-        try {
-          parse_size(a);
-        } catch (const Error& e) {
-          f->fail(&n, std::string("alloc: ") + e.what());
-        }
-      }
-    } else if (k == "free") {
-      s.free = to_ints(f->integers_of(n, k));
-    } else if (k == "empty_cache") {
-      s.empty_cache = f->boolean_of(n, k);
-    } else if (k == "story") {
-      s.story = f->string_of(n, k);
-      std::vector<std::string> names;
-      for (const auto& [name, d] : machine_scenarios()) names.push_back(name);
-      if (std::find(names.begin(), names.end(), s.story) == names.end())
-        f->fail(&n, "unknown story '" + printable(s.story) + "' (" + suggestion(s.story, names) + ")");
-    } else if (k == "part") {
-      s.part = static_cast<int>(positive(f->integer_of(n, k), 1));
-    }
-  }
-  // TOML tables come back sorted by name; keep the keys in the order they take effect (FORMAT.md's
-  // table): "free [0,2], empty_cache()" rather than "empty_cache(), free [0,2]".
-  auto rank = [](const std::string& k) {
-    return std::find(all_scenario_keys().begin(), all_scenario_keys().end(), k) - all_scenario_keys().begin();
-  };
-  std::stable_sort(s.keys.begin(), s.keys.end(), [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
-  // What the CLI does too: model.cuda(device_ids[0]) before wrapping, unless `device` is given.
-  if (parse_parallel_mode(sc.parallel) == ParallelMode::dp && sc.device_ids && !sc.device_ids->empty() &&
-      std::find(s.keys.begin(), s.keys.end(), "device") == s.keys.end())
-    sc.device = std::max(0, sc.device_ids->front());
-  if (action.name == "memory" && s.alloc.empty()) f->fail(nullptr, "action 'memory' needs 'alloc' (sizes to allocate)");
-  if (action.name == "machine" && s.story.empty()) f->fail(nullptr, "action 'machine' needs 'story'");
-  std::set<int> freed;
-  for (int i : s.free)
-    if (i < 0 || static_cast<size_t>(i) >= s.alloc.size() || !freed.insert(i).second)
-      f->fail(f->find("free"), "'free': index " + std::to_string(i) + " is out of range or repeated (alloc has " +
-                                   std::to_string(s.alloc.size()) + " sizes)");
-  for (int64_t step : s.overflow_at)
-    if (step < 1 || step > sc.max_steps)
-      f->fail(f->find("overflow_at"), "'overflow_at': step " + std::to_string(step) + " is outside 1.." + std::to_string(sc.max_steps));
-  try {
-    sc.validate();
-  } catch (const Error& e) {
-    f->fail(nullptr, std::string("scenario: ") + e.what());
-  }
-  return s;
-}
+using detail::Fields;
+using detail::suggestion;
 
 // ---- [SECTION] observable references ------------------------------------------------------------
 
@@ -568,9 +302,9 @@ Lesson read_lesson_toml(const fs::path& folder) {
     if (scenario && !scenario->is_table()) sf.fail(scenario, "'scenario' must be a table, got " + toml_type_name(*scenario));
     if (scenario) {
       Fields scf(*scenario->as_table(), origin, "step '" + s.id + "': scenario");
-      s.scenario = read_scenario(&scf, *action);
+      s.setup = detail::read_setup(&scf, *action);
     } else {
-      s.scenario = read_scenario(nullptr, *action);
+      s.setup = detail::read_setup(nullptr, *action);
     }
     l.steps.push_back(std::move(s));  // checks may refer to it by id from now on
 

@@ -1,4 +1,4 @@
-// machine_scenarios.cpp: the article's multi-job stories (section 3), run on a simulated machine.
+// stories.cpp: the article's multi-job stories (section 3), run on a simulated machine.
 //
 // [SECTION] jobs: a simulated process with its Runtime, training model replicas
 // [SECTION] two-jobs: job A on GPUs 0,1 and job B on 2,3 (article 3.2)
@@ -8,7 +8,7 @@
 // A job's work is real: one MLP replica per device it uses (DataParallel's footprint: a copy of
 // the model on every device), a few SGD steps on a synthetic batch, so every byte smi shows comes
 // from the caching allocator and every busy percent from modelled kernels.
-#include "furnace/machine_scenarios.h"  // defines: run_machine_scenario
+#include "furnace/stories.h"  // defines: run_story
 
 #include <algorithm>
 #include <memory>
@@ -76,15 +76,15 @@ class Job {
     }
   }
 
-  ScenarioProcess report() {
-    ScenarioProcess p;
+  StoryProcess report() {
+    StoryProcess p;
     p.pid = process_.pid();
     p.name = process_.name();
     p.env = process_.environment();
     p.visibility = process_.visibility();
     if (!rt_->is_initialized()) return p;
     for (int d = 0; d < rt_->device_count(); ++d) {
-      ScenarioProcess::Device dev;
+      StoryProcess::Device dev;
       dev.ordinal = d;
       dev.physical_index = rt_->backend().physical_index(d);
       dev.context_bytes = rt_->backend().raw_allocator(d).process_overhead_bytes();
@@ -109,21 +109,21 @@ class Job {
 // Collects the steps of one part.
 class Story {
  public:
-  explicit Story(ScenarioPart& part) : part_(part) {}
-  void shell(const std::string& text, const std::string& who = "") { add(ScenarioStep::Kind::shell, who, text); }
-  void code(const std::string& who, const std::string& text) { add(ScenarioStep::Kind::code, who, text); }
-  void out(const std::string& who, const std::string& text) { add(ScenarioStep::Kind::output, who, text); }
-  void note(const std::string& text, const std::string& who = "") { add(ScenarioStep::Kind::note, who, text); }
+  explicit Story(StoryPart& part) : part_(part) {}
+  void shell(const std::string& text, const std::string& who = "") { add(StoryStep::Kind::shell, who, text); }
+  void code(const std::string& who, const std::string& text) { add(StoryStep::Kind::code, who, text); }
+  void out(const std::string& who, const std::string& text) { add(StoryStep::Kind::output, who, text); }
+  void note(const std::string& text, const std::string& who = "") { add(StoryStep::Kind::note, who, text); }
   void smi(const SimMachine& m, const std::string& text) {
-    add(ScenarioStep::Kind::smi, "", text);
+    add(StoryStep::Kind::smi, "", text);
     part_.steps.back().smi = m.smi();
   }
 
  private:
-  void add(ScenarioStep::Kind k, const std::string& who, const std::string& text) {
+  void add(StoryStep::Kind k, const std::string& who, const std::string& text) {
     part_.steps.push_back({k, who, text, std::nullopt});
   }
-  ScenarioPart& part_;
+  StoryPart& part_;
 };
 
 std::string gpu_text(const Topology& t, int physical) {
@@ -141,16 +141,16 @@ std::string replicas_note(const Topology& t, Runtime& rt, int hidden) {
   return s + ".";
 }
 
-void finish_part(ScenarioPart& part, SimMachine& m, std::vector<Job*> jobs) {
+void finish_part(StoryPart& part, SimMachine& m, std::vector<Job*> jobs) {
   for (Job* j : jobs) part.processes.push_back(j->report());
   part.smi = m.smi();
 }
 
 // ---- [SECTION] two-jobs ---------------------------------------------------------------------
 
-void two_jobs(MachineScenarioResult& r, const Topology& topo) {
+void two_jobs(StoryResult& r, const Topology& topo) {
   SimMachine m(topo);
-  ScenarioPart& part = r.parts.emplace_back();
+  StoryPart& part = r.parts.emplace_back();
   part.title = "two jobs share one machine (article 3.2)";
   Story s(part);
   s.note("A " + std::to_string(topo.gpus.size()) + "-GPU machine (" + topo.name +
@@ -227,9 +227,9 @@ std::unique_ptr<Job> start_job_a(SimMachine& m, Story& s) {
   return a;
 }
 
-void select_gpu_naive(MachineScenarioResult& r, const Topology& topo) {
+void select_gpu_naive(StoryResult& r, const Topology& topo) {
   SimMachine m(topo);
-  ScenarioPart& part = r.parts.emplace_back();
+  StoryPart& part = r.parts.emplace_back();
   part.title = "the article's select_least_used_gpu (article 3.3)";
   Story s(part);
   std::unique_ptr<Job> a = start_job_a(m, s);
@@ -307,9 +307,9 @@ std::string least_used_by_nvml(const SimMachine& m, size_t n, std::string* seen_
   return choice;
 }
 
-void select_gpu_fixed(MachineScenarioResult& r, const Topology& topo) {
+void select_gpu_fixed(StoryResult& r, const Topology& topo) {
   SimMachine m(topo);
-  ScenarioPart& part = r.parts.emplace_back();
+  StoryPart& part = r.parts.emplace_back();
   part.title = "a version that works: the machine-wide view, before the first device call";
   Story s(part);
   std::unique_ptr<Job> a = start_job_a(m, s);
@@ -388,9 +388,9 @@ std::string holders(const SimMachine& m, int gpu) {
   return "GPU " + std::to_string(gpu) + ": " + (names.empty() ? "nobody" : names);
 }
 
-void select_gpu_race(MachineScenarioResult& r, const Topology& topo) {
+void select_gpu_race(StoryResult& r, const Topology& topo) {
   SimMachine m(topo);
-  ScenarioPart& part = r.parts.emplace_back();
+  StoryPart& part = r.parts.emplace_back();
   part.title = "the race: two jobs check at the same moment, then use what they chose";
   Story s(part);
   std::unique_ptr<Job> a = start_job_a(m, s);
@@ -428,9 +428,9 @@ void select_gpu_race(MachineScenarioResult& r, const Topology& topo) {
   finish_part(part, m, {a.get(), &b, &c});
 }
 
-void select_gpu_launcher(MachineScenarioResult& r, const Topology& topo) {
+void select_gpu_launcher(StoryResult& r, const Topology& topo) {
   SimMachine m(topo);
-  ScenarioPart& part = r.parts.emplace_back();
+  StoryPart& part = r.parts.emplace_back();
   part.title = "what works for several jobs: one launcher hands out the GPUs";
   Story s(part);
   std::unique_ptr<Job> a = start_job_a(m, s);
@@ -461,28 +461,28 @@ void select_gpu_launcher(MachineScenarioResult& r, const Topology& topo) {
 
 }  // namespace
 
-const char* scenario_step_kind_name(ScenarioStep::Kind k) {
+const char* story_step_kind_name(StoryStep::Kind k) {
   switch (k) {
-    case ScenarioStep::Kind::shell: return "shell";
-    case ScenarioStep::Kind::code: return "code";
-    case ScenarioStep::Kind::output: return "output";
-    case ScenarioStep::Kind::note: return "note";
-    case ScenarioStep::Kind::smi: return "smi";
+    case StoryStep::Kind::shell: return "shell";
+    case StoryStep::Kind::code: return "code";
+    case StoryStep::Kind::output: return "output";
+    case StoryStep::Kind::note: return "note";
+    case StoryStep::Kind::smi: return "smi";
   }
   return "?";
 }
 
-std::vector<std::pair<std::string, std::string>> machine_scenarios() {
+std::vector<std::pair<std::string, std::string>> stories() {
   return {{"two-jobs", "job A on GPUs 0,1 and job B on GPUs 2,3 of one machine, each with its own "
                        "CUDA_VISIBLE_DEVICES (article 3.2)"},
           {"select-gpu", "the article's select_least_used_gpu and its two traps, a version that "
                          "works, its race when two jobs start at once, and a launcher (article 3.3)"}};
 }
 
-MachineScenarioResult run_machine_scenario(const std::string& name, const std::string& topology) {
+StoryResult run_story(const std::string& name, const std::string& topology) {
   std::string known;
   bool found = false;
-  for (const auto& [n, d] : machine_scenarios()) {
+  for (const auto& [n, d] : stories()) {
     known += (known.empty() ? "" : ", ") + n;
     found = found || n == name;
   }
@@ -491,7 +491,7 @@ MachineScenarioResult run_machine_scenario(const std::string& name, const std::s
   FURNACE_CHECK(topo.gpus.size() >= 4)
       << "scenario '" << name << "' needs a machine with at least 4 GPUs; topology '" << topo.name
       << "' has " << topo.gpus.size();
-  MachineScenarioResult r;
+  StoryResult r;
   r.name = name;
   r.topology = topo.name;
   if (name == "two-jobs") {
