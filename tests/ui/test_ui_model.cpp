@@ -43,17 +43,43 @@ TEST(HumanSeconds, PicksTheUnitAndNeverPrintsMinusZero) {
 
 TEST(LiveFeed, HandsOverEventsInOrderOnce) {
   LiveFeed feed(64);
-  feed.begin_run(load_topology("laptop-4060"), "sim", RunStatus{});
+  feed.begin_run("sim", RunStatus{});
+  ProcessRecord process;
+  process.topology = load_topology("laptop-4060");
+  feed.on_process(process);
   for (int i = 0; i < 10; ++i) feed.on_event(event(EventKind::kernel, "k", 0, i));
   FeedDelta d;
   feed.pull(d);
   ASSERT_EQ(d.events.size(), 10u);
   EXPECT_TRUE(d.new_run);
-  EXPECT_EQ(d.topology.name, "laptop-4060");
+  ASSERT_TRUE(d.process.has_value());
+  EXPECT_EQ(d.process->topology.name, "laptop-4060");
+  EXPECT_TRUE(d.status.cuda_initialised);
   for (int i = 0; i < 10; ++i) EXPECT_EQ(d.events[static_cast<size_t>(i)].start_s, i);
   feed.pull(d);
   EXPECT_TRUE(d.events.empty());
   EXPECT_FALSE(d.new_run);
+  EXPECT_FALSE(d.process.has_value());
+}
+
+// A process record is never lost to the ring, and a new run forgets the previous run's.
+TEST(LiveFeed, KeepsTheRunsProcessApartFromTheRing) {
+  LiveFeed feed(16);
+  feed.begin_run("sim", RunStatus{});
+  ProcessRecord process;
+  process.topology.name = "first";
+  feed.on_process(process);
+  for (int i = 0; i < 40; ++i) feed.on_event(event(EventKind::kernel, "k", 0, i));
+  FeedDelta d;
+  feed.pull(d);
+  EXPECT_EQ(d.dropped, 24u);
+  ASSERT_TRUE(d.process.has_value());
+  EXPECT_EQ(d.process->topology.name, "first");
+  feed.on_process(process);
+  feed.begin_run("sim", RunStatus{});
+  feed.pull(d);
+  EXPECT_TRUE(d.new_run);
+  EXPECT_FALSE(d.process.has_value());
 }
 
 TEST(LiveFeed, CountsWhatItDropsWhenTheUiFallsBehind) {
@@ -111,15 +137,40 @@ TEST(SnapshotBuilder, ReadsMemoryPerPhysicalGpuAndMarksUsedOnes) {
   EXPECT_EQ(s.devices[0].context, 500ull << 20);
 }
 
-TEST(SnapshotBuilder, MapsLogicalDevicesToPhysicalGpus) {
+// The machine and the cuda:N -> GPU map are the ones the run published at its first device use,
+// whatever the view showed before (here a preview on another machine).
+TEST(SnapshotBuilder, MapsLogicalDevicesToPhysicalGpusFromTheRunsProcess) {
   SnapshotBuilder b;
-  b.set_device_map({2, 3});  // CUDA_VISIBLE_DEVICES=2,3
-  b.reset(load_topology("workstation-4x3090"), "sim");
+  b.reset(load_topology("laptop-4060"), "sim");  // a fresh process's preview
+  EXPECT_FALSE(b.snapshot().process_from_run);
+  FeedDelta d;
+  d.new_run = true;
+  d.backend = "sim";
+  ProcessRecord p;
+  p.topology = load_topology("workstation-4x3090");
+  p.environment[kCudaVisibleDevices] = "2,3";
+  p.visibility = resolve_visibility(p.topology.gpus, p.environment);
+  d.process = p;
   TraceEvent e = event(EventKind::alloc, "alloc", 1);
   e.allocated = 1234;
-  b.add_event(e);
-  EXPECT_EQ(b.snapshot().devices[3].allocated, 1234);
-  EXPECT_FALSE(b.snapshot().devices[1].used);
+  d.events.push_back(e);
+  b.ingest(d, 0);
+  const Snapshot& s = b.snapshot();
+  EXPECT_TRUE(s.process_from_run);
+  EXPECT_TRUE(s.visibility_frozen);
+  EXPECT_EQ(s.topology.name, "workstation-4x3090");
+  ASSERT_EQ(s.devices.size(), 4u);
+  ASSERT_EQ(s.visibility.count(), 2);
+  EXPECT_EQ(s.visibility.devices[1].physical_index, 3);
+  EXPECT_EQ(s.devices[3].allocated, 1234);  // cuda:1 is GPU 3
+  EXPECT_FALSE(s.devices[1].used);
+
+  FeedDelta next;  // a restart: a new process, its own map to come
+  next.new_run = true;
+  b.ingest(next, 1);
+  EXPECT_FALSE(b.snapshot().process_from_run);
+  EXPECT_FALSE(b.snapshot().visibility_frozen);
+  EXPECT_EQ(b.snapshot().topology.name, "workstation-4x3090");
 }
 
 TEST(SnapshotBuilder, DecimatesLongCurvesByPairwiseMeans) {
@@ -399,6 +450,60 @@ TEST(Controller, CudaVisibleDevicesIsFrozenAtTheFirstDeviceUse) {
   EXPECT_EQ(c.snapshot().visibility.devices[0].physical_index, 2);
   ASSERT_EQ(c.snapshot().edited_visibility.count(), 1);  // ... but a new process would see GPU 3
   EXPECT_EQ(c.snapshot().edited_visibility.devices[0].physical_index, 3);
+}
+
+// The Devices panel draws the run's own process: its machine and map arrive with the run's first
+// device use, and nothing the UI edits afterwards changes them.
+TEST(Controller, TheSnapshotShowsTheProcessTheRunPublished) {
+  AppState app = slice_app();
+  app.env.visible_set = true;
+  app.env.visible = "3,0";
+  Controller c(app);
+  ASSERT_TRUE(frames_until(c, app, [](const Snapshot& s) { return s.process_from_run && s.training.global_step >= 1; }))
+      << c.snapshot().run.message;
+  const Snapshot& s = c.snapshot();
+  EXPECT_TRUE(s.visibility_frozen);
+  EXPECT_EQ(s.topology.name, "workstation-4x3090");
+  ASSERT_EQ(s.visibility.count(), 2);
+  EXPECT_EQ(s.visibility.devices[0].physical_index, 3);
+  EXPECT_EQ(s.visibility.devices[1].physical_index, 0);
+  EXPECT_EQ(s.visibility.cuda_visible_devices, std::optional<std::string>("3,0"));
+  EXPECT_TRUE(s.devices[3].used);  // cuda:0 is GPU 3
+  EXPECT_FALSE(s.devices[0].used);
+  app.env.visible = "1";  // an edit: only the preview follows
+  c.update(app, 100);
+  EXPECT_EQ(c.snapshot().visibility.devices[0].physical_index, 3);
+  ASSERT_EQ(c.snapshot().edited_visibility.count(), 1);
+  EXPECT_EQ(c.snapshot().edited_visibility.devices[0].physical_index, 1);
+}
+
+// Before any run, the Devices panel shows a preview: the edited environment on the edited machine,
+// following each edit, with the machine parsed once per edit rather than once per frame.
+TEST(Controller, ThePreviewFollowsAnEditWithoutARun) {
+  AppState app = slice_app();
+  Controller c(app, /*autostart=*/false);
+  c.update(app, 0);
+  EXPECT_FALSE(c.snapshot().process_from_run);
+  EXPECT_FALSE(c.snapshot().visibility_frozen);
+  EXPECT_EQ(c.snapshot().visibility.count(), 4);
+  const GpuSpec* parsed = c.preview().topology().gpus.data();
+  for (int frame = 1; frame < 5; ++frame) c.update(app, frame);
+  EXPECT_EQ(c.preview().topology().gpus.data(), parsed);  // not parsed again
+  app.env.visible_set = true;
+  app.env.visible = "1,0,7";
+  c.update(app, 5);
+  EXPECT_EQ(c.preview().topology().gpus.data(), parsed);  // an environment edit re-resolves only
+  ASSERT_EQ(c.snapshot().visibility.count(), 2);
+  EXPECT_EQ(c.snapshot().visibility.stop, VisibilityStop::out_of_range);
+  EXPECT_EQ(c.snapshot().edited_visibility.count(), 2);
+  app.controls.scenario.topology = "dgx-h100";  // a machine edit parses the new machine
+  c.update(app, 6);
+  EXPECT_EQ(c.preview().topology().name, "dgx-h100");
+  EXPECT_EQ(c.snapshot().topology.name, "dgx-h100");  // the process has not started: it follows
+  EXPECT_EQ(c.snapshot().devices.size(), 8u);
+  EXPECT_EQ(c.snapshot().visibility.count(), 3);  // 1, 0 and 7 exist on eight GPUs
+  EXPECT_EQ(c.snapshot().edited_visibility.count(), 3);
+  EXPECT_EQ(c.snapshot().run.state, RunStatus::State::idle);  // no run was started
 }
 
 // Lesson 1's last two steps set os.environ["CUDA_VISIBLE_DEVICES"] = "1" after and before the

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "furnace/train.h"  // defines: Scenario
 
@@ -29,6 +30,8 @@ struct ControlsState {
   int output_device = -1;            // DataParallel's output_device; -1: device_ids[0]
   float step_delay_ms = 100;         // sleep after each optimizer step (watchable animation)
   std::string error;                 // why the last edit could not be applied
+  // The choices, listed once by the Controller: data/topologies' machines, the built backends.
+  std::vector<std::string> topologies, backends;
 };
 
 struct EnvState {

@@ -77,9 +77,6 @@ struct TimelinePanel {
 
 // The scenario's knobs; a change restarts the scenario.
 struct ControlsPanel {
-  std::vector<std::string> topologies;  // data/topologies, read once
-  std::vector<std::string> backends;
-  bool listed = false;
   void draw_frame(AppState& app, const Snapshot& snap);
 };
 
