@@ -1,5 +1,5 @@
 // The visualizer's logic without drawing: the feed between threads, the snapshot builder, the
-// pipeline's stages and playback, trace files, frame statistics, and the controller with a real
+// step flow's stages and playback, trace files, frame statistics, and the controller with a real
 // training run on the committed Fashion-MNIST slice (start, stop, restart, CUDA_VISIBLE_DEVICES
 // frozen at the first device use), and what the Memory panel reads of a memory lesson step.
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 #include "furnace/error.h"
 #include "lesson_driver.h"
 #include "panels.h"  // defines: human_seconds
-#include "pipeline.h"
+#include "step_flow.h"
 #include "trace_file.h"
 
 namespace furnace::viz {
@@ -211,9 +211,9 @@ TEST(TimelineData, KeepsTracksOrderedAndBounded) {
   EXPECT_EQ(t.t_max, 249.5);
 }
 
-// ---- the pipeline ---------------------------------------------------------------------------
+// ---- the step flow --------------------------------------------------------------------------
 
-TEST(Pipeline, NamesMapToStageKinds) {
+TEST(StepFlow, NamesMapToStageKinds) {
   EXPECT_EQ(stage_kind("h2d"), StageKind::host_to_device);
   EXPECT_EQ(stage_kind("scatter"), StageKind::scatter);
   EXPECT_EQ(stage_kind("replicate"), StageKind::replicate);
@@ -225,7 +225,7 @@ TEST(Pipeline, NamesMapToStageKinds) {
   EXPECT_EQ(stage_kind("something new"), StageKind::other);
 }
 
-TEST(Pipeline, AccumulationMicroStepsBecomeStagesOfTheirOwn) {
+TEST(StepFlow, AccumulationMicroStepsBecomeStagesOfTheirOwn) {
   StepPhases step;
   for (int micro = 0; micro < 2; ++micro)
     for (const char* n : {"forward", "loss", "backward"}) step.spans.push_back(PhaseSpan{n, 0, 0, 1e-6});
@@ -236,7 +236,7 @@ TEST(Pipeline, AccumulationMicroStepsBecomeStagesOfTheirOwn) {
   EXPECT_STREQ(stages[3].name, "forward");
 }
 
-TEST(Pipeline, ParallelPhasesOnSeveralDevicesAreOneStage) {
+TEST(StepFlow, ParallelPhasesOnSeveralDevicesAreOneStage) {
   StepPhases step;
   for (int d = 0; d < 4; ++d) step.spans.push_back(PhaseSpan{"forward", d, 0, 1e-6 * (d + 1)});
   const std::vector<Stage> stages = build_stages(step);
@@ -245,9 +245,9 @@ TEST(Pipeline, ParallelPhasesOnSeveralDevicesAreOneStage) {
   EXPECT_DOUBLE_EQ(stages[0].dur, 4e-6);
 }
 
-TEST(PipelinePlayer, PlaysTransitionsWithPausesAndWrapsAtTheEnd) {
-  PipelinePlayer p;
-  const float per_stage = PipelinePlayer::kTransition + PipelinePlayer::kHold;
+TEST(StepFlowPlayer, PlaysTransitionsWithPausesAndWrapsAtTheEnd) {
+  StepFlowPlayer p;
+  const float per_stage = StepFlowPlayer::kTransition + StepFlowPlayer::kHold;
   EXPECT_FALSE(p.advance(per_stage * 0.5f, 3));
   EXPECT_EQ(p.stage, 0);
   EXPECT_FALSE(p.advance(per_stage * 0.6f, 3));
@@ -259,8 +259,8 @@ TEST(PipelinePlayer, PlaysTransitionsWithPausesAndWrapsAtTheEnd) {
   EXPECT_EQ(p.stage, 0);
 }
 
-TEST(PipelinePlayer, StepPlaysOnePhaseThenPauses) {
-  PipelinePlayer p;
+TEST(StepFlowPlayer, StepPlaysOnePhaseThenPauses) {
+  StepFlowPlayer p;
   p.playing = false;
   p.step_phase(5);  // stage 0 has not begun: it plays first
   EXPECT_EQ(p.stage, 0);

@@ -13,10 +13,12 @@
 
 namespace furnace::viz {
 
-enum class PanelId { devices, pipeline, memory, training, timeline, controls, lesson };
+enum class PanelId { devices, step_flow, memory, training, timeline, controls, lesson };
 inline constexpr int kPanelCount = 7;
-const char* panel_name(PanelId id);  // "devices", "pipeline", ... (the --panel values)
+const char* panel_name(PanelId id);  // "devices", "flow", ... (the --panel values)
 const char* panel_title(PanelId id); // "Devices 设备", ... (window titles)
+// A --panel value or a lesson step's `panel`; "pipeline", the Step flow panel's former name, is
+// what lesson files (and the lessons engine's list of panels) still say.
 std::optional<PanelId> parse_panel(std::string_view name);
 
 struct ControlsState {
