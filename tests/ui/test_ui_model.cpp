@@ -504,6 +504,10 @@ TEST(Controller, ThePreviewFollowsAnEditWithoutARun) {
   EXPECT_EQ(c.snapshot().visibility.count(), 3);  // 1, 0 and 7 exist on eight GPUs
   EXPECT_EQ(c.snapshot().edited_visibility.count(), 3);
   EXPECT_EQ(c.snapshot().run.state, RunStatus::State::idle);  // no run was started
+  // The Controls panel's choices, listed by the Controller (panels do not ask the runtime).
+  const std::vector<std::string>& machines = app.controls.topologies;
+  EXPECT_NE(std::find(machines.begin(), machines.end(), "dgx-h100"), machines.end());
+  EXPECT_EQ(app.controls.backends.back(), "sim");
 }
 
 // Lesson 1's last two steps set os.environ["CUDA_VISIBLE_DEVICES"] = "1" after and before the
