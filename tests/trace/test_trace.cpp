@@ -1,11 +1,12 @@
 // TraceBus and the Chrome trace writer: structure, one process per device, one track per stream,
-// perfect nesting on every track, counters for memory.
+// perfect nesting on every track, counters for memory; the run's process record beside the events.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "furnace/trace.h"
+#include "furnace/train.h"  // defines: Scenario, TrainingRun
 
 namespace furnace {
 namespace {
@@ -21,6 +22,62 @@ TEST(TraceBus, SubscribersSeeEventsUntilUnsubscribed) {
   bus.emit(TraceEvent{});
   EXPECT_EQ(seen, 1);
   EXPECT_FALSE(bus.active());
+}
+
+TEST(TraceBus, ProcessRecordsGoToTheirOwnSubscribersOnly) {
+  TraceBus bus;
+  int events = 0, processes = 0;
+  const int e = bus.subscribe([&](const TraceEvent&) { ++events; });
+  const int p = bus.subscribe_process([&](const ProcessRecord& r) {
+    ++processes;
+    EXPECT_EQ(r.topology.name, "t");
+  });
+  ProcessRecord r;
+  r.topology.name = "t";
+  bus.publish(r);
+  EXPECT_EQ(events, 0);
+  EXPECT_EQ(processes, 1);
+  bus.unsubscribe(p);
+  bus.publish(r);
+  EXPECT_EQ(processes, 1);
+  bus.unsubscribe(e);
+  EXPECT_FALSE(bus.active());
+}
+
+// The run publishes its own process once, at its first device use, before any device event: the
+// machine it loaded and the CUDA_VISIBLE_DEVICES map fixed then. The Chrome trace never sees it.
+TEST(TraceBus, ATrainingRunPublishesItsProcessOnceBeforeItsFirstDeviceEvent) {
+  Scenario sc;
+  sc.data_dir = std::string(FURNACE_TEST_DATA_DIR) + "/fashion-mnist";
+  sc.topology = "workstation-4x3090";
+  sc.hidden = {16};
+  sc.batch = 100;
+  sc.max_steps = 1;
+  sc.evaluate = false;
+  sc.env[kCudaVisibleDevices] = "2,1";
+  TraceBus bus;
+  ChromeTraceWriter writer(bus);
+  std::vector<ProcessRecord> records;
+  size_t events_before = 0;
+  bus.subscribe_process([&](const ProcessRecord& r) {
+    records.push_back(r);
+    events_before = writer.event_count();
+  });
+  TrainingRun run(sc, bus);
+  while (run.step()) {}
+  run.finish();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(events_before, 0u);
+  const ProcessRecord& r = records.front();
+  EXPECT_EQ(r.topology.name, "workstation-4x3090");
+  EXPECT_EQ(r.topology.gpus.size(), 4u);
+  EXPECT_EQ(r.environment.at(kCudaVisibleDevices), "2,1");
+  ASSERT_EQ(r.visibility.count(), 2);
+  EXPECT_EQ(r.visibility.physical_index(0), 2);
+  EXPECT_EQ(r.visibility.physical_index(1), 1);
+  EXPECT_EQ(r.visibility.devices[0].entry, "2");
+  EXPECT_GT(writer.event_count(), 0u);
+  EXPECT_EQ(writer.to_json().find("workstation"), std::string::npos);
 }
 
 TEST(TraceBus, ClockDefaultsToZeroAndFollowsTheBackend) {

@@ -66,12 +66,15 @@ inline double add_dp_step(SnapshotBuilder& b, int64_t step, int k, double t) {
 // dgx-h100 with `steps` DataParallel steps on 4 GPUs.
 inline SnapshotBuilder fake_dp_run(int steps = 40) {
   SnapshotBuilder b;
-  b.reset(load_topology("dgx-h100"), "sim");
+  const Topology topology = load_topology("dgx-h100");
+  b.reset(topology, "sim");
   b.snapshot().run.state = RunStatus::State::running;
   b.snapshot().run.generation = 1;
-  b.snapshot().visibility = resolve_visibility(b.snapshot().topology.gpus, std::optional<std::string>("0,1,2,3"),
-                                               DeviceOrder::fastest_first);
-  b.snapshot().visibility_frozen = true;
+  ProcessRecord process;  // what the run publishes at its first device use
+  process.topology = topology;
+  process.environment[kCudaVisibleDevices] = "0,1,2,3";
+  process.visibility = resolve_visibility(topology.gpus, process.environment);
+  b.set_process(process);
   double t = 0;
   for (int s = 0; s < steps; ++s) t = add_dp_step(b, s, 4, t);
   for (DeviceView& d : b.snapshot().devices)  // what the live path samples a few times a second

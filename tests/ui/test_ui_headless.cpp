@@ -1,6 +1,6 @@
 // The panels with no window: an ImGui context with a hand-built font atlas (ImGui 1.86 has no null
 // backend), 1280x800 at 1/60 s, draw_frame on a fake DataParallel run; every panel must produce
-// draw data, alone and together, and the pipeline must move through its stages.
+// draw data, alone and together, and the step flow must move through its stages.
 #include <gtest/gtest.h>
 #include <imgui.h>
 
@@ -110,19 +110,19 @@ TEST_F(HeadlessUi, AnEmptySnapshotDrawsWithoutEvents) {
   }
 }
 
-TEST_F(HeadlessUi, ThePipelinePlaysEveryStageOfTheStepFromTheTrace) {
+TEST_F(HeadlessUi, TheStepFlowPlaysEveryStageOfTheStepFromTheTrace) {
   SnapshotBuilder b = testing::fake_dp_run();
   Ui ui;
   AppState app;
-  app.solo = PanelId::pipeline;
+  app.solo = PanelId::step_flow;
   run_frames(ui, app, b.snapshot(), 1);
-  ASSERT_EQ(ui.pipeline.stages.size(), std::size(testing::kDpPhases));
-  for (size_t i = 0; i < ui.pipeline.stages.size(); ++i)
-    EXPECT_STREQ(ui.pipeline.stages[i].name, testing::kDpPhases[i]);
-  std::vector<bool> seen(ui.pipeline.stages.size(), false);
+  ASSERT_EQ(ui.step_flow.stages.size(), std::size(testing::kDpPhases));
+  for (size_t i = 0; i < ui.step_flow.stages.size(); ++i)
+    EXPECT_STREQ(ui.step_flow.stages[i].name, testing::kDpPhases[i]);
+  std::vector<bool> seen(ui.step_flow.stages.size(), false);
   for (int f = 0; f < 60 * 10; ++f) {  // ten seconds at 60 fps: one pass through every stage
     run_frames(ui, app, b.snapshot(), 1);
-    seen[static_cast<size_t>(ui.pipeline.player.stage)] = true;
+    seen[static_cast<size_t>(ui.step_flow.player.stage)] = true;
   }
   for (size_t i = 0; i < seen.size(); ++i) EXPECT_TRUE(seen[i]) << "stage " << testing::kDpPhases[i];
 }

@@ -1,5 +1,5 @@
 // The visualizer's logic without drawing: the feed between threads, the snapshot builder, the
-// pipeline's stages and playback, trace files, frame statistics, and the controller with a real
+// step flow's stages and playback, trace files, frame statistics, and the controller with a real
 // training run on the committed Fashion-MNIST slice (start, stop, restart, CUDA_VISIBLE_DEVICES
 // frozen at the first device use), and what the Memory panel reads of a memory lesson step.
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 #include "furnace/error.h"
 #include "lesson_driver.h"
 #include "panels.h"  // defines: human_seconds
-#include "pipeline.h"
+#include "step_flow.h"
 #include "trace_file.h"
 
 namespace furnace::viz {
@@ -43,17 +43,43 @@ TEST(HumanSeconds, PicksTheUnitAndNeverPrintsMinusZero) {
 
 TEST(LiveFeed, HandsOverEventsInOrderOnce) {
   LiveFeed feed(64);
-  feed.begin_run(load_topology("laptop-4060"), "sim", RunStatus{});
+  feed.begin_run("sim", RunStatus{});
+  ProcessRecord process;
+  process.topology = load_topology("laptop-4060");
+  feed.on_process(process);
   for (int i = 0; i < 10; ++i) feed.on_event(event(EventKind::kernel, "k", 0, i));
   FeedDelta d;
   feed.pull(d);
   ASSERT_EQ(d.events.size(), 10u);
   EXPECT_TRUE(d.new_run);
-  EXPECT_EQ(d.topology.name, "laptop-4060");
+  ASSERT_TRUE(d.process.has_value());
+  EXPECT_EQ(d.process->topology.name, "laptop-4060");
+  EXPECT_TRUE(d.status.cuda_initialised);
   for (int i = 0; i < 10; ++i) EXPECT_EQ(d.events[static_cast<size_t>(i)].start_s, i);
   feed.pull(d);
   EXPECT_TRUE(d.events.empty());
   EXPECT_FALSE(d.new_run);
+  EXPECT_FALSE(d.process.has_value());
+}
+
+// A process record is never lost to the ring, and a new run forgets the previous run's.
+TEST(LiveFeed, KeepsTheRunsProcessApartFromTheRing) {
+  LiveFeed feed(16);
+  feed.begin_run("sim", RunStatus{});
+  ProcessRecord process;
+  process.topology.name = "first";
+  feed.on_process(process);
+  for (int i = 0; i < 40; ++i) feed.on_event(event(EventKind::kernel, "k", 0, i));
+  FeedDelta d;
+  feed.pull(d);
+  EXPECT_EQ(d.dropped, 24u);
+  ASSERT_TRUE(d.process.has_value());
+  EXPECT_EQ(d.process->topology.name, "first");
+  feed.on_process(process);
+  feed.begin_run("sim", RunStatus{});
+  feed.pull(d);
+  EXPECT_TRUE(d.new_run);
+  EXPECT_FALSE(d.process.has_value());
 }
 
 TEST(LiveFeed, CountsWhatItDropsWhenTheUiFallsBehind) {
@@ -111,15 +137,40 @@ TEST(SnapshotBuilder, ReadsMemoryPerPhysicalGpuAndMarksUsedOnes) {
   EXPECT_EQ(s.devices[0].context, 500ull << 20);
 }
 
-TEST(SnapshotBuilder, MapsLogicalDevicesToPhysicalGpus) {
+// The machine and the cuda:N -> GPU map are the ones the run published at its first device use,
+// whatever the view showed before (here a preview on another machine).
+TEST(SnapshotBuilder, MapsLogicalDevicesToPhysicalGpusFromTheRunsProcess) {
   SnapshotBuilder b;
-  b.set_device_map({2, 3});  // CUDA_VISIBLE_DEVICES=2,3
-  b.reset(load_topology("workstation-4x3090"), "sim");
+  b.reset(load_topology("laptop-4060"), "sim");  // a fresh process's preview
+  EXPECT_FALSE(b.snapshot().process_from_run);
+  FeedDelta d;
+  d.new_run = true;
+  d.backend = "sim";
+  ProcessRecord p;
+  p.topology = load_topology("workstation-4x3090");
+  p.environment[kCudaVisibleDevices] = "2,3";
+  p.visibility = resolve_visibility(p.topology.gpus, p.environment);
+  d.process = p;
   TraceEvent e = event(EventKind::alloc, "alloc", 1);
   e.allocated = 1234;
-  b.add_event(e);
-  EXPECT_EQ(b.snapshot().devices[3].allocated, 1234);
-  EXPECT_FALSE(b.snapshot().devices[1].used);
+  d.events.push_back(e);
+  b.ingest(d, 0);
+  const Snapshot& s = b.snapshot();
+  EXPECT_TRUE(s.process_from_run);
+  EXPECT_TRUE(s.visibility_frozen);
+  EXPECT_EQ(s.topology.name, "workstation-4x3090");
+  ASSERT_EQ(s.devices.size(), 4u);
+  ASSERT_EQ(s.visibility.count(), 2);
+  EXPECT_EQ(s.visibility.devices[1].physical_index, 3);
+  EXPECT_EQ(s.devices[3].allocated, 1234);  // cuda:1 is GPU 3
+  EXPECT_FALSE(s.devices[1].used);
+
+  FeedDelta next;  // a restart: a new process, its own map to come
+  next.new_run = true;
+  b.ingest(next, 1);
+  EXPECT_FALSE(b.snapshot().process_from_run);
+  EXPECT_FALSE(b.snapshot().visibility_frozen);
+  EXPECT_EQ(b.snapshot().topology.name, "workstation-4x3090");
 }
 
 TEST(SnapshotBuilder, DecimatesLongCurvesByPairwiseMeans) {
@@ -160,9 +211,9 @@ TEST(TimelineData, KeepsTracksOrderedAndBounded) {
   EXPECT_EQ(t.t_max, 249.5);
 }
 
-// ---- the pipeline ---------------------------------------------------------------------------
+// ---- the step flow --------------------------------------------------------------------------
 
-TEST(Pipeline, NamesMapToStageKinds) {
+TEST(StepFlow, NamesMapToStageKinds) {
   EXPECT_EQ(stage_kind("h2d"), StageKind::host_to_device);
   EXPECT_EQ(stage_kind("scatter"), StageKind::scatter);
   EXPECT_EQ(stage_kind("replicate"), StageKind::replicate);
@@ -174,7 +225,7 @@ TEST(Pipeline, NamesMapToStageKinds) {
   EXPECT_EQ(stage_kind("something new"), StageKind::other);
 }
 
-TEST(Pipeline, AccumulationMicroStepsBecomeStagesOfTheirOwn) {
+TEST(StepFlow, AccumulationMicroStepsBecomeStagesOfTheirOwn) {
   StepPhases step;
   for (int micro = 0; micro < 2; ++micro)
     for (const char* n : {"forward", "loss", "backward"}) step.spans.push_back(PhaseSpan{n, 0, 0, 1e-6});
@@ -185,7 +236,7 @@ TEST(Pipeline, AccumulationMicroStepsBecomeStagesOfTheirOwn) {
   EXPECT_STREQ(stages[3].name, "forward");
 }
 
-TEST(Pipeline, ParallelPhasesOnSeveralDevicesAreOneStage) {
+TEST(StepFlow, ParallelPhasesOnSeveralDevicesAreOneStage) {
   StepPhases step;
   for (int d = 0; d < 4; ++d) step.spans.push_back(PhaseSpan{"forward", d, 0, 1e-6 * (d + 1)});
   const std::vector<Stage> stages = build_stages(step);
@@ -194,9 +245,9 @@ TEST(Pipeline, ParallelPhasesOnSeveralDevicesAreOneStage) {
   EXPECT_DOUBLE_EQ(stages[0].dur, 4e-6);
 }
 
-TEST(PipelinePlayer, PlaysTransitionsWithPausesAndWrapsAtTheEnd) {
-  PipelinePlayer p;
-  const float per_stage = PipelinePlayer::kTransition + PipelinePlayer::kHold;
+TEST(StepFlowPlayer, PlaysTransitionsWithPausesAndWrapsAtTheEnd) {
+  StepFlowPlayer p;
+  const float per_stage = StepFlowPlayer::kTransition + StepFlowPlayer::kHold;
   EXPECT_FALSE(p.advance(per_stage * 0.5f, 3));
   EXPECT_EQ(p.stage, 0);
   EXPECT_FALSE(p.advance(per_stage * 0.6f, 3));
@@ -208,8 +259,8 @@ TEST(PipelinePlayer, PlaysTransitionsWithPausesAndWrapsAtTheEnd) {
   EXPECT_EQ(p.stage, 0);
 }
 
-TEST(PipelinePlayer, StepPlaysOnePhaseThenPauses) {
-  PipelinePlayer p;
+TEST(StepFlowPlayer, StepPlaysOnePhaseThenPauses) {
+  StepFlowPlayer p;
   p.playing = false;
   p.step_phase(5);  // stage 0 has not begun: it plays first
   EXPECT_EQ(p.stage, 0);
@@ -399,6 +450,64 @@ TEST(Controller, CudaVisibleDevicesIsFrozenAtTheFirstDeviceUse) {
   EXPECT_EQ(c.snapshot().visibility.devices[0].physical_index, 2);
   ASSERT_EQ(c.snapshot().edited_visibility.count(), 1);  // ... but a new process would see GPU 3
   EXPECT_EQ(c.snapshot().edited_visibility.devices[0].physical_index, 3);
+}
+
+// The Devices panel draws the run's own process: its machine and map arrive with the run's first
+// device use, and nothing the UI edits afterwards changes them.
+TEST(Controller, TheSnapshotShowsTheProcessTheRunPublished) {
+  AppState app = slice_app();
+  app.env.visible_set = true;
+  app.env.visible = "3,0";
+  Controller c(app);
+  ASSERT_TRUE(frames_until(c, app, [](const Snapshot& s) { return s.process_from_run && s.training.global_step >= 1; }))
+      << c.snapshot().run.message;
+  const Snapshot& s = c.snapshot();
+  EXPECT_TRUE(s.visibility_frozen);
+  EXPECT_EQ(s.topology.name, "workstation-4x3090");
+  ASSERT_EQ(s.visibility.count(), 2);
+  EXPECT_EQ(s.visibility.devices[0].physical_index, 3);
+  EXPECT_EQ(s.visibility.devices[1].physical_index, 0);
+  EXPECT_EQ(s.visibility.cuda_visible_devices, std::optional<std::string>("3,0"));
+  EXPECT_TRUE(s.devices[3].used);  // cuda:0 is GPU 3
+  EXPECT_FALSE(s.devices[0].used);
+  app.env.visible = "1";  // an edit: only the preview follows
+  c.update(app, 100);
+  EXPECT_EQ(c.snapshot().visibility.devices[0].physical_index, 3);
+  ASSERT_EQ(c.snapshot().edited_visibility.count(), 1);
+  EXPECT_EQ(c.snapshot().edited_visibility.devices[0].physical_index, 1);
+}
+
+// Before any run, the Devices panel shows a preview: the edited environment on the edited machine,
+// following each edit, with the machine parsed once per edit rather than once per frame.
+TEST(Controller, ThePreviewFollowsAnEditWithoutARun) {
+  AppState app = slice_app();
+  Controller c(app, /*autostart=*/false);
+  c.update(app, 0);
+  EXPECT_FALSE(c.snapshot().process_from_run);
+  EXPECT_FALSE(c.snapshot().visibility_frozen);
+  EXPECT_EQ(c.snapshot().visibility.count(), 4);
+  const GpuSpec* parsed = c.preview().topology().gpus.data();
+  for (int frame = 1; frame < 5; ++frame) c.update(app, frame);
+  EXPECT_EQ(c.preview().topology().gpus.data(), parsed);  // not parsed again
+  app.env.visible_set = true;
+  app.env.visible = "1,0,7";
+  c.update(app, 5);
+  EXPECT_EQ(c.preview().topology().gpus.data(), parsed);  // an environment edit re-resolves only
+  ASSERT_EQ(c.snapshot().visibility.count(), 2);
+  EXPECT_EQ(c.snapshot().visibility.stop, VisibilityStop::out_of_range);
+  EXPECT_EQ(c.snapshot().edited_visibility.count(), 2);
+  app.controls.scenario.topology = "dgx-h100";  // a machine edit parses the new machine
+  c.update(app, 6);
+  EXPECT_EQ(c.preview().topology().name, "dgx-h100");
+  EXPECT_EQ(c.snapshot().topology.name, "dgx-h100");  // the process has not started: it follows
+  EXPECT_EQ(c.snapshot().devices.size(), 8u);
+  EXPECT_EQ(c.snapshot().visibility.count(), 3);  // 1, 0 and 7 exist on eight GPUs
+  EXPECT_EQ(c.snapshot().edited_visibility.count(), 3);
+  EXPECT_EQ(c.snapshot().run.state, RunStatus::State::idle);  // no run was started
+  // The Controls panel's choices, listed by the Controller (panels do not ask the runtime).
+  const std::vector<std::string>& machines = app.controls.topologies;
+  EXPECT_NE(std::find(machines.begin(), machines.end(), "dgx-h100"), machines.end());
+  EXPECT_EQ(app.controls.backends.back(), "sim");
 }
 
 // Lesson 1's last two steps set os.environ["CUDA_VISIBLE_DEVICES"] = "1" after and before the

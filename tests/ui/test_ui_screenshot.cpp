@@ -125,7 +125,7 @@ TEST_F(Screenshot, TheWholeWindowRendersWhileTraining) {
                 "--frames 10 --frame-stats --screenshot " + png), 0);
   const Image img = load_png(png);
   EXPECT_EQ(img.w, 1280);
-  EXPECT_EQ(count_regions(img, colors::kGpuBox, 400), 8 + 1);  // Devices' 8, the Pipeline's cuda:0
+  EXPECT_EQ(count_regions(img, colors::kGpuBox, 400), 8 + 1);  // Devices' 8, the Step flow's cuda:0
 }
 
 TEST_F(Screenshot, ALessonStepWhoseScenarioFailsOnPurposePassesAndSaysSo) {

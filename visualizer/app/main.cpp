@@ -152,7 +152,7 @@ int run(const Options& o) {
   if (!o.panel.empty()) {
     solo = furnace::viz::parse_panel(o.panel);
     if (!solo) {
-      std::fprintf(stderr, "furnace-viz: --panel must be one of devices, pipeline, memory, training, "
+      std::fprintf(stderr, "furnace-viz: --panel must be one of devices, flow, memory, training, "
                            "timeline, controls, lesson (got '%s')\n", furnace::printable(o.panel).c_str());
       return 2;
     }
@@ -258,8 +258,8 @@ int run(const Options& o) {
       }
       ImGui_ImplGlfw_NewFrame();
       if (!o.screenshot.empty()) io.MousePos = ImVec2(-FLT_MAX, -FLT_MAX);  // no hover tooltips in PNGs
-      if (!waiting && !o.stage.empty() && ui.pipeline.hold_stage.empty() && !stage_set) {
-        ui.pipeline.hold_stage = o.stage;  // once training has gone far enough (--wait-steps)
+      if (!waiting && !o.stage.empty() && ui.step_flow.hold_stage.empty() && !stage_set) {
+        ui.step_flow.hold_stage = o.stage;  // once training has gone far enough (--wait-steps)
         stage_set = true;
       }
       const auto t_ui = Clock::now();
@@ -464,9 +464,9 @@ int main(int argc, char** argv) {
                                               "dropping a file on the window works too)");
   cli.add_option("--screenshot", o.screenshot, "write the last frame as a PNG (works under Xvfb)");
   cli.add_option("--frames", o.frames, "render this many frames, then exit (0: until closed)")->capture_default_str();
-  cli.add_option("--panel", o.panel, "show one panel alone: devices, pipeline, memory, training, timeline, controls, lesson");
+  cli.add_option("--panel", o.panel, "show one panel alone: devices, flow (the Step flow; also 'pipeline'), memory, training, timeline, controls, lesson");
   cli.add_option("--wait-steps", o.wait_steps, "start counting --frames once training reached this step");
-  cli.add_option("--stage", o.stage, "Pipeline: pause on this phase (scatter, replicate, reduce, ...)");
+  cli.add_option("--stage", o.stage, "Step flow: pause on this phase (scatter, replicate, reduce, ...)");
   cli.add_option("--size", o.size, "window size WIDTHxHEIGHT")->capture_default_str();
   cli.add_option("--fps", o.fps, "frame rate limit (0: vsync)")->capture_default_str();
   cli.add_flag("--no-cjk", o.no_cjk, "skip the Chinese glyphs (a smaller font atlas)");

@@ -8,7 +8,7 @@ out=visualizer/screenshots
 shot() { xvfb-run -a -s "-screen 0 1280x800x24" "$viz" --training-priority normal "$@"; }
 shot --topology dgx-h100 --parallel dp --wait-steps 60 --frames 30 --stage scatter --screenshot $out/overview.png
 shot --topology workstation-4x3090 --visible 2,0,-1,1 --paused --panel devices --size 900x400 --frames 30 --screenshot $out/devices.png
-shot --topology dgx-h100 --parallel dp --device-ids 0,1,2,3 --panel pipeline --size 960x440 --wait-steps 40 --frames 30 --stage reduce --screenshot $out/pipeline.png
+shot --topology dgx-h100 --parallel dp --device-ids 0,1,2,3 --panel flow --size 960x440 --wait-steps 40 --frames 30 --stage reduce --screenshot $out/step-flow.png
 shot --topology dgx-h100 --parallel dp --panel memory --size 960x460 --wait-steps 60 --frames 60 --screenshot $out/memory.png
 shot --topology dgx-h100 --parallel dp --panel training --size 960x440 --wait-steps 300 --frames 10 --step-delay-ms 0 --screenshot $out/training.png
 shot --topology dgx-h100 --parallel dp --device-ids 0,1,2,3 --panel timeline --size 960x440 --wait-steps 30 --frames 10 --screenshot $out/timeline.png

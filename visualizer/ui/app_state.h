@@ -7,15 +7,18 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "furnace/train.h"  // defines: Scenario
 
 namespace furnace::viz {
 
-enum class PanelId { devices, pipeline, memory, training, timeline, controls, lesson };
+enum class PanelId { devices, step_flow, memory, training, timeline, controls, lesson };
 inline constexpr int kPanelCount = 7;
-const char* panel_name(PanelId id);  // "devices", "pipeline", ... (the --panel values)
+const char* panel_name(PanelId id);  // "devices", "flow", ... (the --panel values)
 const char* panel_title(PanelId id); // "Devices 设备", ... (window titles)
+// A --panel value or a lesson step's `panel`; "pipeline", the Step flow panel's former name, is
+// what lesson files (and the lessons engine's list of panels) still say.
 std::optional<PanelId> parse_panel(std::string_view name);
 
 struct ControlsState {
@@ -29,6 +32,8 @@ struct ControlsState {
   int output_device = -1;            // DataParallel's output_device; -1: device_ids[0]
   float step_delay_ms = 100;         // sleep after each optimizer step (watchable animation)
   std::string error;                 // why the last edit could not be applied
+  // The choices, listed once by the Controller: data/topologies' machines, the built backends.
+  std::vector<std::string> topologies, backends;
 };
 
 struct EnvState {

@@ -1,10 +1,11 @@
-// Controller: feed -> snapshot, requests -> runner, environment -> process visibility.
+// Controller: feed -> snapshot, requests -> runner, the edited environment -> a preview.
 #include "controller.h"
 
 #include <algorithm>
 
+#include "furnace/backend.h"   // defines: available_backends
 #include "furnace/error.h"     // defines: Error, FURNACE_CHECK
-#include "furnace/topology.h"  // defines: load_topology
+#include "furnace/topology.h"  // defines: load_topology, list_topologies
 #include "trace_file.h"        // defines: load_chrome_trace
 
 namespace furnace::viz {
@@ -35,8 +36,33 @@ Environment environment_of(const EnvState& env) {
   return e;
 }
 
+bool VisibilityPreview::update(const std::string& topology_name, const EnvState& env) {
+  const bool same_env = env.visible_set == env_.visible_set && env.visible == env_.visible && env.order == env_.order;
+  if (valid_ && same_env && topology_name == topology_name_) return false;
+  if (!valid_ || topology_name != topology_name_) {
+    topology_name_ = topology_name;
+    topology_ = Topology{};
+    error_.clear();
+    try {
+      topology_ = load_topology(topology_name);
+    } catch (const std::exception& e) {
+      error_ = e.what();
+    }
+  }
+  env_ = env;
+  visibility_ = resolve_visibility(topology_.gpus, environment_of(env));
+  valid_ = true;
+  return true;
+}
+
 Controller::Controller(AppState& app, bool autostart, Runner::Priority priority)
     : runner_(std::make_unique<Runner>(feed_, priority)) {
+  try {
+    app.controls.topologies = list_topologies();
+  } catch (const std::exception&) {
+    app.controls.topologies.clear();
+  }
+  app.controls.backends = available_backends();
   lessons_.load();
   new_process(app);
   if (autostart) start_training(app);
@@ -47,18 +73,15 @@ Controller::~Controller() { runner_.reset(); }
 
 void Controller::new_process(AppState& app) {
   runner_->stop();
-  Topology topology;
-  try {
-    topology = load_topology(app.controls.scenario.topology);
-  } catch (const std::exception& e) {
-    app.controls.error = e.what();
-  }
+  preview_.update(app.controls.scenario.topology, app.env);  // the machine it starts on
+  if (!preview_.error().empty()) app.controls.error = preview_.error();
   const int generation = builder_.snapshot().run.generation;
-  builder_.reset(topology, app.controls.scenario.backend);
+  builder_.reset(preview_.topology(), app.controls.scenario.backend);
   builder_.snapshot().run.generation = generation;
   builder_.snapshot().run.message = "a new process: CUDA is not initialised until training starts";
-  env_ = environment_of(app.env);
-  process_ = std::make_unique<Process>(next_pid_++, "python train.py", env_, topology.gpus);
+  held_.reset();
+  held_frozen_ = false;
+  training_ = false;
   shown_valid_ = false;
 }
 
@@ -71,44 +94,36 @@ bool Controller::start_training(AppState& app) {
     return false;
   }
   app.controls.error.clear();
-  if (!process_ || process_->initialized()) new_process(app);  // a restart is a new process
-  const Visibility frozen = process_->initialize();  // the run's first device use fixes it
-  std::vector<int> map;
-  for (const VisibleDevice& d : frozen.devices) map.push_back(d.physical_index);
-  builder_.set_device_map(std::move(map));  // applies from the run's first event
+  new_process(app);  // every run is a new process: `python train.py` again
+  // Until the run's first device use publishes what it fixed: the environment it was given.
+  held_ = preview_.visibility();
+  training_ = true;
   RunRequest request;
   request.scenario = sc;
-  request.scenario.env = process_->environment();
-  request.visible_devices = process_->getenv(kCudaVisibleDevices);
+  request.scenario.env = environment_of(app.env);
+  if (app.env.visible_set) request.visible_devices = app.env.visible;
   runner_->set_step_delay(app.controls.step_delay_ms / 1000.0);
   runner_->start(std::move(request));
   return true;
 }
 
 void Controller::refresh_visibility(const AppState& app) {
+  if (preview_.update(app.controls.scenario.topology, app.env)) shown_valid_ = false;
+  if (shown_valid_) return;  // nothing changed
   Snapshot& s = builder_.snapshot();
-  const bool initialised = process_ && process_->initialized();
-  const bool same_env = app.env.visible_set == shown_env_.visible_set &&
-                        app.env.visible == shown_env_.visible && app.env.order == shown_env_.order;
-  if (same_env && initialised == shown_initialised_ && shown_valid_) return;  // nothing changed
-  const Environment env = environment_of(app.env);
-  if (process_) {
-    if (env != env_) {  // os.environ changes: always possible, effective only before CUDA init
-      for (const char* key : {kCudaVisibleDevices, kCudaDeviceOrder}) {
-        auto it = env.find(key);
-        if (it == env.end())
-          process_->unsetenv(key);
-        else
-          process_->setenv(key, it->second);
-      }
-      env_ = env;
-    }
-    s.visibility = process_->visibility();
-    s.visibility_frozen = initialised;
+  if (!training_ && !held_ && s.topology.name != preview_.topology().name) {
+    // A process that has not started yet runs on the machine being edited.
+    const RunStatus run = s.run;
+    TimelineData file = std::move(s.file_timeline);
+    builder_.reset(preview_.topology(), s.backend);
+    builder_.snapshot().run = run;
+    builder_.snapshot().file_timeline = std::move(file);
   }
-  s.edited_visibility = resolve_visibility(s.topology.gpus, env);
-  shown_env_ = app.env;
-  shown_initialised_ = initialised;
+  s.edited_visibility = preview_.visibility();
+  if (!s.process_from_run) {  // the run's own process, once published, is never overwritten
+    s.visibility = held_ ? *held_ : preview_.visibility();
+    s.visibility_frozen = held_ && held_frozen_;
+  }
   shown_valid_ = true;
 }
 
@@ -206,7 +221,8 @@ void Controller::update(AppState& app, double now_s) {
     app.new_process_requested = false;
     new_process(app);
     if (app.visible_after_first_use) {  // the first device use, then the edit that comes too late
-      process_->initialize();
+      held_ = preview_.visibility();   // what that use fixed: the environment as it was
+      held_frozen_ = true;
       app.env.visible_set = true;
       app.env.visible = *app.visible_after_first_use;
     }
@@ -236,11 +252,11 @@ void Controller::update(AppState& app, double now_s) {
   runner_->set_step_delay(app.controls.step_delay_ms / 1000.0);
 
   feed_.pull(delta_);
-  if (process_ && !process_->initialized() && !delta_.new_run)
-    builder_.snapshot().time_s = now_s;  // a process that has not used CUDA has no device events
+  if (!training_ && !delta_.new_run)
+    builder_.snapshot().time_s = now_s;  // a process that has not started a run has no device events
   else
     builder_.ingest(delta_, now_s);
-  if (delta_.new_run) shown_valid_ = false;  // the builder's reset cleared the visibility
+  if (delta_.new_run || delta_.process) shown_valid_ = false;  // the builder reset or took the run's process
   refresh_visibility(app);
   builder_.snapshot().lesson = lessons_.view();  // after ingest: a new run resets the snapshot
 }

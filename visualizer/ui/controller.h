@@ -1,14 +1,17 @@
 // furnace-viz controller: what the app loop does once a frame besides drawing. It owns the live
-// feed, the training runner, the snapshot builder and the simulated process whose environment
-// (CUDA_VISIBLE_DEVICES) the Devices panel edits; it pulls the feed into the snapshot and carries
-// out the panels' requests (restart, stop, a fresh process, open a trace file). No GLFW or GL:
-// the headless tests drive it exactly as furnace-viz does.
+// feed, the training runner and the snapshot builder; it pulls the feed into the snapshot and
+// carries out the panels' requests (restart, stop, a fresh process, open a trace file). It keeps
+// no process of its own: a run's machine and CUDA_VISIBLE_DEVICES map are the ones the run
+// publishes at its first device use; before that the Devices panel shows a preview, what the
+// edited environment gives on the edited machine (parsed once per edit). No GLFW or GL: the
+// headless tests drive it exactly as furnace-viz does.
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "app_state.h"        // defines: AppState
-#include "furnace/process.h"  // defines: Process, Environment
+#include "furnace/process.h"  // defines: Environment
 #include "lesson_driver.h"    // defines: LessonDriver
 #include "live_feed.h"        // defines: LiveFeed, FeedDelta
 #include "model.h"            // defines: SnapshotBuilder
@@ -26,6 +29,26 @@ inline std::vector<int> parse_hidden(const std::string& text) {
 Scenario scenario_from_controls(const ControlsState& controls);
 Environment environment_of(const EnvState& env);
 
+// What a process started now would see: the edited CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER
+// against the edited machine. The topology is parsed when its name changes, the visibility
+// resolved when the environment or the machine changes; never per frame.
+class VisibilityPreview {
+ public:
+  // Brings the preview up to `topology_name` and `env`; returns true when it changed.
+  bool update(const std::string& topology_name, const EnvState& env);
+  const Topology& topology() const { return topology_; }
+  const Visibility& visibility() const { return visibility_; }
+  const std::string& error() const { return error_; }  // why the topology could not be read
+
+ private:
+  bool valid_ = false;
+  std::string topology_name_;
+  Topology topology_;
+  std::string error_;
+  EnvState env_;
+  Visibility visibility_;
+};
+
 class Controller {
  public:
   // Starts a process for `app`'s scenario; when `autostart`, training starts at once.
@@ -41,11 +64,11 @@ class Controller {
   Snapshot& snapshot() { return builder_.snapshot(); }
   Runner& runner() { return *runner_; }
   LessonDriver& lessons() { return lessons_; }
-  const Process* process() const { return process_.get(); }
+  const VisibilityPreview& preview() const { return preview_; }
 
  private:
   void new_process(AppState& app);     // a fresh process, CUDA not initialised yet
-  bool start_training(AppState& app);  // initialises CUDA in the process and starts the run
+  bool start_training(AppState& app);  // a new process running the Controls' scenario
   void refresh_visibility(const AppState& app);
   void update_lessons(AppState& app);
   // Puts a lesson step's scenario into the Controls and the environment, and asks for the run
@@ -55,11 +78,15 @@ class Controller {
   LiveFeed feed_;
   SnapshotBuilder builder_;
   FeedDelta delta_;
-  std::unique_ptr<Process> process_;
-  Environment env_;  // the environment last written into process_
-  EnvState shown_env_;  // what the snapshot's visibility was computed from
-  bool shown_initialised_ = false, shown_valid_ = false;
-  int next_pid_ = 4242;
+  VisibilityPreview preview_;
+  // Until the run publishes its process, what the snapshot shows the process seeing. nullopt: a
+  // fresh process, following the edits. Set: the visibility of the environment a run was started
+  // with (not frozen: the run has not used a device yet), or the one a lesson step's process fixed
+  // by using a GPU without training (frozen).
+  std::optional<Visibility> held_;
+  bool held_frozen_ = false;
+  bool training_ = false;     // a run was started in this process
+  bool shown_valid_ = false;  // the snapshot's visibility is up to date
   LessonDriver lessons_;
   std::unique_ptr<Runner> runner_;  // last: its thread stops before the feed goes away
 };

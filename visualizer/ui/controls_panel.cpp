@@ -7,8 +7,6 @@
 #include <imgui.h>
 #include <imgui_stdlib.h>  // defines: ImGui::InputText for std::string
 
-#include "furnace/backend.h"   // defines: available_backends
-#include "furnace/topology.h"  // defines: list_topologies
 #include "panels.h"  // defines: the panel structs, Ui, human_bytes, short_gpu_name
 #include "theme.h"   // defines: colors::*, stage_color, with_alpha
 
@@ -32,23 +30,14 @@ bool combo(const char* label, std::string& value, const std::vector<std::string>
 }  // namespace
 
 void ControlsPanel::draw_frame(AppState& app, const Snapshot& snap) {
-  if (!listed) {
-    listed = true;
-    try {
-      topologies = list_topologies();
-    } catch (const std::exception&) {
-      topologies.clear();
-    }
-    backends = available_backends();
-  }
   ControlsState& c = app.controls;
   Scenario& sc = c.scenario;
   bool restart = false;
   const float field = std::max(80.0f, ImGui::GetContentRegionAvail().x * 0.55f);
   ImGui::PushItemWidth(field);
 
-  restart |= combo("machine", sc.topology, topologies);
-  restart |= combo("backend", sc.backend, backends);
+  restart |= combo("machine", sc.topology, c.topologies);
+  restart |= combo("backend", sc.backend, c.backends);
 
   int mode = c.parallel == "dp" ? 1 : 0;
   const char* modes[] = {"single device", "DataParallel (dp)"};

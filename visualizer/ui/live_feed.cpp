@@ -14,20 +14,20 @@ void FeedDelta::clear() {
   memory.clear();
   dropped = 0;
   new_run = false;
+  process.reset();
 }
 
 LiveFeed::LiveFeed(size_t capacity) : ring_(std::max<size_t>(capacity, 16)) {}
 
-void LiveFeed::begin_run(const Topology& topology, const std::string& backend,
-                         const RunStatus& status) {
+void LiveFeed::begin_run(const std::string& backend, const RunStatus& status) {
   std::lock_guard<std::mutex> lock(mu_);
   read_ = written_;  // events of the previous run are of no interest any more
   progress_.clear();
-  memory_.assign(topology.gpus.size(), MemoryNow{});
+  memory_.clear();
   status_ = status;
   new_run_ = true;
-  topology_ = topology;
   backend_ = backend;
+  process_.reset();
 }
 
 void LiveFeed::set_status(const RunStatus& status) {
@@ -63,6 +63,12 @@ void LiveFeed::on_event(const TraceEvent& e) {
   }
 }
 
+void LiveFeed::on_process(const ProcessRecord& p) {
+  std::lock_guard<std::mutex> lock(mu_);
+  process_ = p;
+  status_.cuda_initialised = true;
+}
+
 void LiveFeed::on_progress(const Progress& p) {
   std::lock_guard<std::mutex> lock(mu_);
   if (progress_.size() >= kMaxPendingProgress)
@@ -90,9 +96,12 @@ void LiveFeed::pull(FeedDelta& out) {
   out.status = status_;
   if (new_run_) {
     out.new_run = true;
-    out.topology = topology_;
     out.backend = backend_;
     new_run_ = false;
+  }
+  if (process_) {
+    out.process = std::move(process_);
+    process_.reset();
   }
 }
 

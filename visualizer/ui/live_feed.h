@@ -2,16 +2,17 @@
 // The training thread writes trace events and progress into a lock-protected ring (each write
 // holds the lock for a copy of one small struct); the UI thread pulls everything new once a frame
 // and never waits on training. When the UI falls behind by more than the ring, the oldest events
-// are dropped and counted. Not here: interpreting the events (model.h) or running training
-// (runner.h).
+// are dropped and counted. The run's process (furnace::ProcessRecord, published once at its first
+// device use) is handed over beside the ring, never dropped. Not here: interpreting the events
+// (model.h) or running training (runner.h).
 #pragma once
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <vector>
 
-#include "furnace/topology.h"  // defines: Topology
-#include "furnace/trace.h"     // defines: TraceEvent
+#include "furnace/trace.h"     // defines: TraceEvent, ProcessRecord
 #include "furnace/train.h"     // defines: Progress
 #include "snapshot.h"          // defines: RunStatus
 
@@ -33,8 +34,9 @@ struct FeedDelta {
   uint64_t dropped = 0;            // events lost to ring overflow since the previous pull
   RunStatus status;
   bool new_run = false;            // a run started since the previous pull: reset the view
-  Topology topology;               // filled when new_run
   std::string backend;             // filled when new_run
+  // The run's process, in the pull after its first device use (before that use's events).
+  std::optional<ProcessRecord> process;
   void clear();
 };
 
@@ -43,10 +45,11 @@ class LiveFeed {
   explicit LiveFeed(size_t capacity = size_t{1} << 16);
 
   // ---- the training side ---------------------------------------------------------------
-  // A new run starts: the UI will reset its view to `topology` on the next pull.
-  void begin_run(const Topology& topology, const std::string& backend, const RunStatus& status);
+  // A new run starts: the UI will reset its view on the next pull.
+  void begin_run(const std::string& backend, const RunStatus& status);
   void set_status(const RunStatus& status);
   void on_event(const TraceEvent& e);
+  void on_process(const ProcessRecord& p);  // the run's first device use fixed its process
   void on_progress(const Progress& p);
 
   // ---- the UI side -------------------------------------------------------------------------
@@ -63,8 +66,8 @@ class LiveFeed {
   std::vector<MemoryNow> memory_;
   RunStatus status_;
   bool new_run_ = false;
-  Topology topology_;
   std::string backend_;
+  std::optional<ProcessRecord> process_;
 };
 
 }  // namespace furnace::viz

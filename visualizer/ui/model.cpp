@@ -67,9 +67,19 @@ void SnapshotBuilder::reset(const Topology& topology, const std::string& backend
   const int generation = snap_.run.generation;
   snap_ = Snapshot{};
   snap_.run.generation = generation;
-  snap_.topology = topology;
   snap_.backend = backend;
-  snap_.devices.resize(topology.gpus.size());
+  set_devices(topology);
+  physical_of_.resize(topology.gpus.size());
+  for (size_t i = 0; i < physical_of_.size(); ++i) physical_of_[i] = static_cast<int>(i);
+  pending_ = StepPhases{};
+  work_.clear();
+  next_sample_s_ = 0;
+  loss_sum_ = accuracy_sum_ = 0;
+}
+
+void SnapshotBuilder::set_devices(const Topology& topology) {
+  snap_.topology = topology;
+  snap_.devices.assign(topology.gpus.size(), DeviceView{});
   for (size_t i = 0; i < topology.gpus.size(); ++i) {
     DeviceView& d = snap_.devices[i];
     d.index = static_cast<int>(i);
@@ -77,22 +87,16 @@ void SnapshotBuilder::reset(const Topology& topology, const std::string& backend
     d.capacity = topology.gpus[i].memory_bytes;
     d.context = topology.gpus[i].context_bytes;
   }
-  if (!next_map_.empty()) {
-    physical_of_ = std::move(next_map_);
-    next_map_.clear();
-  } else {
-    physical_of_.resize(topology.gpus.size());
-    for (size_t i = 0; i < physical_of_.size(); ++i) physical_of_[i] = static_cast<int>(i);
-  }
-  pending_ = StepPhases{};
-  work_.clear();
   interval_.assign(topology.gpus.size(), MemoryNow{});
-  next_sample_s_ = 0;
-  loss_sum_ = accuracy_sum_ = 0;
 }
 
-void SnapshotBuilder::set_device_map(std::vector<int> logical_to_physical) {
-  next_map_ = std::move(logical_to_physical);
+void SnapshotBuilder::set_process(const ProcessRecord& p) {
+  set_devices(p.topology);  // published before the run's first device event: nothing to keep
+  physical_of_.clear();
+  for (const VisibleDevice& d : p.visibility.devices) physical_of_.push_back(d.physical_index);
+  snap_.visibility = p.visibility;
+  snap_.visibility_frozen = true;
+  snap_.process_from_run = true;
 }
 
 DeviceView* SnapshotBuilder::device(int ordinal) {
@@ -104,10 +108,12 @@ DeviceView* SnapshotBuilder::device(int ordinal) {
 
 void SnapshotBuilder::ingest(const FeedDelta& delta, double now_s) {
   snap_.time_s = now_s;
-  if (delta.new_run) {
-    reset(delta.topology, delta.backend);
+  if (delta.new_run) {  // a new process on the same machine, until it publishes its own
+    const Topology topology = snap_.topology;
+    reset(topology, delta.backend);
     snap_.run.generation = delta.status.generation;
   }
+  if (delta.process) set_process(*delta.process);
   snap_.run = delta.status;
   snap_.training.accumulation = std::max(1, snap_.run.accumulation);
   for (const TraceEvent& e : delta.events) add_event(e);

@@ -1,6 +1,7 @@
 // furnace-viz model: turns what the LiveFeed hands over each frame into the Snapshot the panels
 // draw (memory bars and their sampled history, decimated training curves, bounded timeline
 // tracks, the phases of recent steps with the copies and kernels that fell inside each phase).
+// The machine and the cuda:N -> GPU map come from the run's own process (its ProcessRecord).
 // Runs on the UI thread only. Not here: drawing (panels), the training thread (runner.h).
 #pragma once
 
@@ -16,13 +17,15 @@ class SnapshotBuilder {
   static constexpr double kSampleInterval = 0.1;  // seconds of UI time between memory samples
   static constexpr size_t kStepsKept = 8;
 
-  // Starts a fresh view of a run on `topology` (every GPU visible, cuda:N = GPU N).
+  // Starts a fresh view of a process on `topology` that has not used a device (every GPU visible,
+  // cuda:N = GPU N, until the run publishes its process).
   void reset(const Topology& topology, const std::string& backend);
-  // Applies one frame's delta; `now_s` is the UI clock in seconds.
+  // Applies one frame's delta (a new run, its process, events, progress, memory); `now_s` is the
+  // UI clock in seconds.
   void ingest(const FeedDelta& delta, double now_s);
-  // cuda:N -> physical GPU index (from the process's CUDA_VISIBLE_DEVICES), taking effect at the
-  // next reset() (the next run); without one, reset() uses the identity.
-  void set_device_map(std::vector<int> logical_to_physical);
+  // The run's process: its machine, its frozen visibility and the cuda:N -> GPU map that places
+  // every later event.
+  void set_process(const ProcessRecord& p);
   // Single pieces, for tests and for replaying a trace.
   void add_event(const TraceEvent& e);
   void add_progress(const Progress& p);
@@ -33,6 +36,7 @@ class SnapshotBuilder {
  private:
   void add_phase(const TraceEvent& e);
   void finish_step();
+  void set_devices(const Topology& topology);  // one DeviceView per GPU, counters at zero
   DeviceView* device(int ordinal);  // the physical GPU behind cuda:`ordinal`; null if none
 
   struct Work {
@@ -43,7 +47,6 @@ class SnapshotBuilder {
   };
   Snapshot snap_;
   std::vector<int> physical_of_;  // indexed by cuda ordinal
-  std::vector<int> next_map_;     // set_device_map(), for the next reset()
   StepPhases pending_;
   std::vector<Work> work_;  // copies and kernels since the last finished step
   std::vector<MemoryNow> interval_;  // peaks since the last memory sample

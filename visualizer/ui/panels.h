@@ -3,7 +3,7 @@
 // and calls them. Panels read the snapshot and write only requests into AppState; they never
 // touch the runtime, threads, GLFW or GL.
 //
-// [SECTION] list: DevicesPanel, PipelinePanel, MemoryPanel, TrainingPanel, TimelinePanel,
+// [SECTION] list: DevicesPanel, StepFlowPanel, MemoryPanel, TrainingPanel, TimelinePanel,
 // ControlsPanel, LessonPanel, Ui.
 #pragma once
 
@@ -17,7 +17,7 @@
 
 #include "app_state.h"  // defines: AppState, PanelId
 #include "lesson_driver.h"  // defines: StepMemory, LessonView
-#include "pipeline.h"   // defines: Stage, PipelinePlayer
+#include "step_flow.h"   // defines: Stage, StepFlowPlayer
 #include "snapshot.h"   // defines: Snapshot
 
 namespace furnace::viz {
@@ -31,9 +31,11 @@ struct DevicesPanel {
   void draw_frame(AppState& app, const Snapshot& snap);
 };
 
-// One training step, phase by phase, from the trace's phase events.
-struct PipelinePanel {
-  PipelinePlayer player;
+// One training step, phase by phase, from the trace's phase events: on one device (h2d, forward,
+// loss, backward, optimizer) or through DataParallel (scatter, replicate, parallel_apply's
+// forward, gather, loss, backward, reduce, optimizer).
+struct StepFlowPanel {
+  StepFlowPlayer player;
   StepPhases shown;           // a copy: a paused step stays while training moves on
   std::vector<Stage> stages;  // of `shown`
   int generation = -1;
@@ -77,9 +79,6 @@ struct TimelinePanel {
 
 // The scenario's knobs; a change restarts the scenario.
 struct ControlsPanel {
-  std::vector<std::string> topologies;  // data/topologies, read once
-  std::vector<std::string> backends;
-  bool listed = false;
   void draw_frame(AppState& app, const Snapshot& snap);
 };
 
@@ -96,7 +95,7 @@ struct LessonPanel {
 
 struct Ui {
   DevicesPanel devices;
-  PipelinePanel pipeline;
+  StepFlowPanel step_flow;
   MemoryPanel memory;
   TrainingPanel training;
   TimelinePanel timeline;

@@ -14,7 +14,6 @@
 
 #include "furnace/error.h"     // defines: Error
 #include "furnace/op_table.h"  // defines: CpuGemmThreadsScope
-#include "furnace/topology.h"  // defines: load_topology
 
 namespace furnace::viz {
 
@@ -96,21 +95,14 @@ void Runner::run_one(const RunRequest& request, int generation) {
   status.scenario = describe_scenario(sc);
   status.accumulation = sc.accum;
   status.visible_devices = request.visible_devices.value_or("");
-  Topology topology;
-  try {
-    topology = load_topology(sc.topology);
-  } catch (const std::exception& e) {
-    status.state = RunStatus::State::failed;
-    status.message = e.what();
-    feed_.begin_run(Topology{}, sc.backend, status);
-    return;
-  }
   status.state = RunStatus::State::loading;
   status.message = "loading the dataset";
-  feed_.begin_run(topology, sc.backend, status);
+  feed_.begin_run(sc.backend, status);
 
   TraceBus bus;
   const int sub = bus.subscribe([this](const TraceEvent& e) { feed_.on_event(e); });
+  // The machine and the CUDA_VISIBLE_DEVICES map, as the run's first device use fixed them.
+  const int process_sub = bus.subscribe_process([this](const ProcessRecord& p) { feed_.on_process(p); });
   bool running = false;
   ProgressFn progress = [&](const Progress& p) {
     feed_.on_progress(p);
@@ -147,6 +139,7 @@ void Runner::run_one(const RunRequest& request, int generation) {
     status.message = e.what();
   }
   bus.unsubscribe(sub);
+  bus.unsubscribe(process_sub);
   feed_.set_status(status);
 }
 

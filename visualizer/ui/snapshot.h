@@ -165,6 +165,10 @@ struct Snapshot {
   Visibility visibility;
   Visibility edited_visibility;
   bool visibility_frozen = false;
+  // `topology`, `visibility` and the cuda:N -> GPU map are the run's own, as its first device use
+  // published them (furnace::ProcessRecord); false: the Controller's preview of a process that has
+  // not used a device.
+  bool process_from_run = false;
   uint64_t events_seen = 0;
   uint64_t events_dropped = 0;    // the feed's ring overflowed before the UI read it
   double time_s = 0;              // UI clock, seconds since start (animations, sampling)

@@ -25,7 +25,7 @@ std::string first_font(const char* env, std::initializer_list<const char*> candi
 
 ImVec4 v4(ImU32 c) { return ImGui::ColorConvertU32ToFloat4(c); }
 
-// Latin, Greek, punctuation, arrows, the math symbols of the pipeline (sum, nabla, partial) and
+// Latin, Greek, punctuation, arrows, the math symbols of the step flow (sum, nabla, partial) and
 // geometric shapes. ImGui keeps a pointer to it until the atlas is built, hence namespace scope.
 constexpr ImWchar kLatinRanges[] = {0x0020, 0x00FF, 0x0370, 0x03FF, 0x2010, 0x205E, 0x2190, 0x21FF,
                                     0x2200, 0x22FF, 0x25A0, 0x25FF, 0};

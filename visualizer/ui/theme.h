@@ -7,7 +7,7 @@
 
 #include <imgui.h>
 
-#include "pipeline.h"  // defines: StageKind
+#include "step_flow.h"  // defines: StageKind
 
 namespace furnace::viz {
 

@@ -12,7 +12,7 @@ namespace furnace::viz {
 const char* panel_name(PanelId id) {
   switch (id) {
     case PanelId::devices: return "devices";
-    case PanelId::pipeline: return "pipeline";
+    case PanelId::step_flow: return "flow";
     case PanelId::memory: return "memory";
     case PanelId::training: return "training";
     case PanelId::timeline: return "timeline";
@@ -25,7 +25,7 @@ const char* panel_name(PanelId id) {
 const char* panel_title(PanelId id) {
   switch (id) {
     case PanelId::devices: return "Devices 设备";
-    case PanelId::pipeline: return "Pipeline 流水线";
+    case PanelId::step_flow: return "Step flow 单步流程";
     case PanelId::memory: return "Memory 显存";
     case PanelId::training: return "Training 训练";
     case PanelId::timeline: return "Timeline 时间线";
@@ -38,6 +38,7 @@ const char* panel_title(PanelId id) {
 std::optional<PanelId> parse_panel(std::string_view name) {
   for (int i = 0; i < kPanelCount; ++i)
     if (name == panel_name(static_cast<PanelId>(i))) return static_cast<PanelId>(i);
+  if (name == "pipeline") return PanelId::step_flow;  // lesson files' name for it
   return std::nullopt;
 }
 
@@ -91,7 +92,7 @@ Rect default_rect(PanelId id, ImVec2 size, float top, bool lesson_open) {
   const float c1 = std::floor(W * 0.42f), c2 = std::floor(W * 0.70f);
   switch (id) {
     case PanelId::devices: return {0, top, c1, r1};
-    case PanelId::pipeline: return {c1, top, W - c1, r1};
+    case PanelId::step_flow: return {c1, top, W - c1, r1};
     case PanelId::memory: return {0, top + r1, c1, r2};
     case PanelId::training: return {c1, top + r1, c2 - c1, r2};
     case PanelId::controls: return {c2, top + r1, W - c2, r2};
@@ -163,7 +164,7 @@ void Ui::draw_frame(AppState& app, const Snapshot& snap) {
     ImGui::EndMainMenuBar();
   }
 
-  pipeline.update(snap, io.DeltaTime);
+  step_flow.update(snap, io.DeltaTime);
 
   const bool lesson_open = app.is_open(PanelId::lesson);
   const bool relayout = laid_out_for.x != io.DisplaySize.x || laid_out_for.y != io.DisplaySize.y ||
@@ -193,7 +194,7 @@ void Ui::draw_frame(AppState& app, const Snapshot& snap) {
     if (visible) {
       switch (id) {
         case PanelId::devices: devices.draw_frame(app, snap); break;
-        case PanelId::pipeline: pipeline.draw_frame(app, snap); break;
+        case PanelId::step_flow: step_flow.draw_frame(app, snap); break;
         case PanelId::memory: memory.draw_frame(app, snap); break;
         case PanelId::training: training.draw_frame(app, snap); break;
         case PanelId::timeline: timeline.draw_frame(app, snap); break;

@@ -25,8 +25,19 @@ int TraceBus::subscribe(Subscriber fn) {
   return next_id_++;
 }
 
+int TraceBus::subscribe_process(ProcessSubscriber fn) {
+  process_subscribers_.emplace_back(next_id_, std::move(fn));
+  return next_id_++;
+}
+
 void TraceBus::unsubscribe(int id) {
   std::erase_if(subscribers_, [id](const auto& s) { return s.first == id; });
+  std::erase_if(process_subscribers_, [id](const auto& s) { return s.first == id; });
+}
+
+void TraceBus::publish(const ProcessRecord& p) const {
+  std::lock_guard<std::mutex> lock(dispatch_mutex_);
+  for (const auto& [id, fn] : process_subscribers_) fn(p);
 }
 
 void TraceBus::dispatch(const TraceEvent& e) const {

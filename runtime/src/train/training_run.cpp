@@ -21,6 +21,7 @@
 #include "furnace/loader.h"
 #include "furnace/nn.h"
 #include "furnace/phase_timer.h"  // defines: PhaseTimer
+#include "furnace/process.h"  // defines: resolve_visibility, Environment
 #include "furnace/scenario_options.h"  // defines: loader_options, scaler_options, autocast_dtype
 #include "furnace/topology.h"
 #include "furnace/train.h"
@@ -102,6 +103,25 @@ std::vector<std::pair<int, uint64_t>> used_devices(Runtime& rt, const Scenario& 
     out.emplace_back(d, g.memory_bytes - std::min(g.memory_bytes, g.context_bytes));
   }
   return out;
+}
+
+// The process this run works in, as its first device use (just now) fixed it: the driver's
+// reading of the run's environment, with the map as the backend fixed it (the simulator's
+// process agrees with the reading; a real GPU's map is its driver's, the notes are the rules').
+ProcessRecord process_record(Runtime& rt, const Topology& topology, const Environment& env) {
+  ProcessRecord p;
+  p.topology = topology;
+  p.environment = env;
+  p.visibility = resolve_visibility(topology.gpus, env);
+  std::vector<int> map;
+  for (int d = 0; d < rt.device_count(); ++d) map.push_back(rt.backend().physical_index(d));
+  std::vector<int> read;
+  for (const VisibleDevice& v : p.visibility.devices) read.push_back(v.physical_index);
+  if (map != read) {
+    p.visibility.devices.clear();
+    for (int d = 0; d < static_cast<int>(map.size()); ++d) p.visibility.devices.push_back({d, map[static_cast<size_t>(d)], ""});
+  }
+  return p;
 }
 
 double evaluate_accuracy(OpContext& ctx, MLP& model, const ImageDataset& test, int64_t batch) {
@@ -282,6 +302,7 @@ TrainingRun::TrainingRun(const Scenario& scenario, TraceBus& trace, const Checkp
   s.rt = std::make_unique<Runtime>(make_backend(sc.backend, s.topology, &trace, sc.env), trace);
   Runtime& rt = *s.rt;
   rt.init();  // the first device use: CUDA_VISIBLE_DEVICES is read now ("No CUDA GPUs are available")
+  trace.publish(process_record(rt, s.topology, sc.env));  // what the visualizer draws
   FURNACE_CHECK(sc.device < rt.device_count())
       << "invalid device ordinal " << sc.device << ": " << rt.describe_devices() << "; inside the process "
       << (rt.device_count() == 1 ? "only cuda:0 exists" : "only cuda:0.." + std::to_string(rt.device_count() - 1) + " exist");

@@ -1,6 +1,8 @@
 // furnace/trace.h: the TraceBus. Every layer reports what it does as typed events stamped with the
 // modelled GPU clock (sim) or measured time (cuda); subscribers (the Chrome trace writer, the
 // visualizer's ring, statistics) read them. With no subscriber, emitting costs one branch.
+// Beside the events, once per run, the bus carries the run's process (ProcessRecord): the machine
+// and the visibility its first device use fixed. The Chrome trace writer does not subscribe to it.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +10,10 @@
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "furnace/process.h"     // defines: Environment
+#include "furnace/topology.h"    // defines: Topology
+#include "furnace/visibility.h"  // defines: Visibility
 
 namespace furnace {
 
@@ -40,16 +46,28 @@ struct TraceEvent {
   double value = 0;
 };
 
+// The process a run works in, published once when its first device use (CUDA's initialisation)
+// fixes what it sees: the machine as the run loaded it and the logical -> physical map read from
+// the environment then. The visualizer draws this process, not one of its own.
+struct ProcessRecord {
+  Topology topology;        // every physical GPU (PCI bus order) and its links
+  Environment environment;  // CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER as the run was started with
+  Visibility visibility;    // frozen: devices[k] is cuda:k and the physical GPU behind it
+};
+
 class TraceBus {
  public:
   using Subscriber = std::function<void(const TraceEvent&)>;
+  using ProcessSubscriber = std::function<void(const ProcessRecord&)>;
 
   int subscribe(Subscriber fn);
-  void unsubscribe(int id);
+  int subscribe_process(ProcessSubscriber fn);
+  void unsubscribe(int id);  // either kind
   bool active() const { return !subscribers_.empty(); }
   void emit(const TraceEvent& e) const {
     if (!subscribers_.empty()) dispatch(e);
   }
+  void publish(const ProcessRecord& p) const;
 
   // The device clock, set by the backend; events without a time of their own use it.
   void set_clock(std::function<double(int device)> clock) { clock_ = std::move(clock); }
@@ -58,6 +76,7 @@ class TraceBus {
  private:
   void dispatch(const TraceEvent& e) const;
   std::vector<std::pair<int, Subscriber>> subscribers_;
+  std::vector<std::pair<int, ProcessSubscriber>> process_subscribers_;
   mutable std::mutex dispatch_mutex_;  // DataParallel workers emit from several threads
   std::function<double(int)> clock_;
   int next_id_ = 1;

@@ -197,7 +197,8 @@ struct CheckpointOptions {
 //   TrainingRun run(scenario, trace);
 //   while (std::optional<Progress> p = run.step()) show(*p);
 //   TrainResult r = run.finish();
-// Every event goes to `trace`. Destroying a run at any point (an exception, a stop) joins its
+// Every event goes to `trace`, and once, at the run's first device use, its process
+// (ProcessRecord: the machine and the frozen CUDA_VISIBLE_DEVICES map). Destroying a run at any point (an exception, a stop) joins its
 // loader's workers and releases its device memory.
 class TrainingRun {
  public:

@@ -1,4 +1,4 @@
-// PipelinePanel: one training step, stage by stage, as the trace's phase events describe it: the
+// StepFlowPanel: one training step, stage by stage, as the trace's phase events describe it: the
 // batch going to the device(s) (h2d, or scatter in chunks), parameters broadcast from
 // device_ids[0] (replicate), forward on each device, outputs flowing to output_device (gather),
 // the loss, backward, gradients summed into device_ids[0] (reduce), the optimizer step and the
@@ -27,7 +27,7 @@ void token(ImDrawList* dl, ImVec2 c, ImU32 col, const char* label, float w = 34,
 
 }  // namespace
 
-void PipelinePanel::update(const Snapshot& snap, float dt) {
+void StepFlowPanel::update(const Snapshot& snap, float dt) {
   auto show = [&](const StepPhases& step) {
     shown = step;
     stages = build_stages(shown);
@@ -48,7 +48,7 @@ void PipelinePanel::update(const Snapshot& snap, float dt) {
         player.jump(static_cast<int>(i));
         player.playing = false;
         player.once = false;
-        player.t = PipelinePlayer::kTransition * hold_progress;
+        player.t = StepFlowPlayer::kTransition * hold_progress;
         hold_stage.clear();
         break;
       }
@@ -58,7 +58,7 @@ void PipelinePanel::update(const Snapshot& snap, float dt) {
     show(snap.steps.back());
 }
 
-void PipelinePanel::draw_frame(AppState& /*app*/, const Snapshot& /*snap*/) {
+void StepFlowPanel::draw_frame(AppState& /*app*/, const Snapshot& /*snap*/) {
   // ---- playback controls ----------------------------------------------------------------
   if (ImGui::Button(player.playing ? "Pause" : "Play")) {
     player.playing = !player.playing;

@@ -1,5 +1,5 @@
-// Pipeline stages from phase events, and the playback state machine.
-#include "pipeline.h"
+// Step flow: stages from phase events, and the playback state machine.
+#include "step_flow.h"
 
 #include <algorithm>
 #include <cstring>
@@ -82,7 +82,7 @@ std::vector<int> step_devices(const StepPhases& step) {
   return out;
 }
 
-bool PipelinePlayer::advance(float dt, int stage_count) {
+bool StepFlowPlayer::advance(float dt, int stage_count) {
   if (stage_count <= 0) return false;
   stage = std::clamp(stage, 0, stage_count - 1);
   if (!playing) return false;
@@ -100,7 +100,7 @@ bool PipelinePlayer::advance(float dt, int stage_count) {
   return true;
 }
 
-void PipelinePlayer::step_phase(int stage_count) {
+void StepFlowPlayer::step_phase(int stage_count) {
   if (stage_count <= 0) return;
   if (t > 0) stage = (stage + 1) % stage_count;  // a stage not yet begun plays itself first
   t = 0;
@@ -108,7 +108,7 @@ void PipelinePlayer::step_phase(int stage_count) {
   once = true;
 }
 
-void PipelinePlayer::jump(int to_stage) {
+void StepFlowPlayer::jump(int to_stage) {
   stage = std::max(0, to_stage);
   t = 0;
   if (!playing) {
@@ -117,7 +117,7 @@ void PipelinePlayer::jump(int to_stage) {
   }
 }
 
-float PipelinePlayer::transition() const {
+float StepFlowPlayer::transition() const {
   const float x = std::clamp(t / kTransition, 0.0f, 1.0f);
   return 1.0f - (1.0f - x) * (1.0f - x) * (1.0f - x);  // ease-out cubic
 }

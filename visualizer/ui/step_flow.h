@@ -1,6 +1,6 @@
-// furnace-viz pipeline model: one training step as a list of stages read from the step's phase
+// furnace-viz step flow model: one training step as a list of stages read from the step's phase
 // events (a stage = consecutive phases with one name, on one or several devices), what kind of
-// motion each stage gets in the Pipeline panel, and the playback state machine (play, pause,
+// motion each stage gets in the Step flow panel, and the playback state machine (play, pause,
 // step one phase, jump, speed). Pure logic: no ImGui, testable on its own.
 #pragma once
 
@@ -46,7 +46,7 @@ int hub_device(const StepPhases& step);
 std::vector<int> step_devices(const StepPhases& step);
 
 // Playback: quick transitions with pauses between them.
-struct PipelinePlayer {
+struct StepFlowPlayer {
   static constexpr float kTransition = 0.35f;  // seconds at speed 1
   static constexpr float kHold = 0.65f;
 
