@@ -71,8 +71,9 @@ std::unique_ptr<Backend> make_backend(const std::string& requested, const Topolo
   if (name == "cuda") {
     (void)nccl_requested();  // checked before CUDA is touched: the same answer with or without a GPU
 #ifdef FURNACE_WITH_CUDA
-    FURNACE_CHECK(cuda::device_count() > 0)
-        << "--backend cuda: no CUDA-capable device is detected (use --backend sim)";
+    // No device: why (no driver, a driver older than the runtime, none visible) and what to do.
+    if (const cuda::DriverStatus s = cuda::runtime_status(); s.kind != cuda::DriverStatus::Kind::ok)
+      FURNACE_FAIL() << "--backend cuda: " << cuda::explain(s) << "; or use --backend sim";
     return cuda::make_backend(trace, discover_hardware_devices().logical_to_physical);
 #else
     FURNACE_FAIL() << "--backend cuda: this build has no CUDA backend (nvcc was not found at "

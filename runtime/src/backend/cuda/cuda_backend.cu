@@ -160,7 +160,9 @@ class CudaBackend final : public Backend, public DeviceResources {
  public:
   CudaBackend(TraceBus* trace, std::vector<int> physical)
       : trace_(trace), physical_(std::move(physical)) {
-    const int n = device_count();
+    // The runtime's count, qualified: unqualified, `device_count()` here is this class's own
+    // (specs_.size(), still 0), which left every CUDA process with no device (issue 14).
+    const int n = ::furnace::cuda::device_count();
     for (int d = 0; d < n; ++d) {
       specs_.push_back(spec_from_properties(d));
       memory_.push_back(std::make_unique<CudaDeviceMemory>(d));
@@ -473,15 +475,38 @@ std::unique_ptr<Backend> make_backend(TraceBus* trace, std::vector<int> physical
   return std::make_unique<CudaBackend>(trace, std::move(physical));
 }
 
+DriverStatus runtime_status() {
+  DriverStatus s;
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    s.error_name = cudaGetErrorName(err);
+    s.error_text = cudaGetErrorString(err);
+    cudaGetLastError();
+    n = 0;
+  }
+  s.device_count = n;
+  // Both succeed without a driver: the driver version is then 0.
+  if (cudaDriverGetVersion(&s.driver_version) != cudaSuccess) s.driver_version = 0;
+  if (cudaRuntimeGetVersion(&s.runtime_version) != cudaSuccess) s.runtime_version = CUDART_VERSION;
+  cudaGetLastError();
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    s.visible_devices_set = true;
+    s.visible_devices = v;
+  }
+  s.kind = classify(err == cudaSuccess, n, err == cudaErrorInsufficientDriver, err == cudaErrorNoDevice,
+                    s.driver_version, s.runtime_version);
+  return s;
+}
+
 std::vector<GpuSpec> logical_devices(std::string* error) {
   std::vector<GpuSpec> out;
-  int n = 0;
-  if (cudaError_t err = cudaGetDeviceCount(&n); err != cudaSuccess) {
-    if (error) *error = std::string("CUDA error: ") + cudaGetErrorString(err);
-    cudaGetLastError();
+  const DriverStatus s = runtime_status();
+  if (s.kind != DriverStatus::Kind::ok) {
+    if (error) *error = explain(s);
     return out;
   }
-  for (int d = 0; d < n; ++d) out.push_back(spec_from_properties(d));
+  for (int d = 0; d < s.device_count; ++d) out.push_back(spec_from_properties(d));
   return out;
 }
 
