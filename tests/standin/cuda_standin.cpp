@@ -393,6 +393,10 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
   delete reinterpret_cast<Stream*>(s);
   return cudaSuccess;
 }
+cudaError_t cudaStreamQuery(cudaStream_t) {
+  STANDIN_INIT();
+  return cudaSuccess;
+}
 cudaError_t cudaStreamSynchronize(cudaStream_t) {
   STANDIN_INIT();
   return cudaSuccess;
