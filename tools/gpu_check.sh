@@ -112,6 +112,11 @@ print_summary() {
   echo "logs and summary.json: $OUT"
 }
 INTERRUPTED=""
+# What the check would run after the build, so an interrupted run lists what it never reached.
+GPU_STEPS=("CUDA tests vs ref / sim" "memcheck (op tests, -lineinfo)" "train 1 GPU vs sim (accuracy)"
+           "modelled vs measured per phase (h200)" "train DataParallel vs sim" "throughput fp16/bf16 vs fp32, hidden 4096"
+           "furnace vs pytorch eager")
+ALL_LATER_STEPS=("device dispatch tests (CPU)" "${GPU_STEPS[@]}")
 CHILD=""
 on_exit() {
   local rc=$?
@@ -119,6 +124,10 @@ on_exit() {
   if [[ -n $INTERRUPTED ]]; then
     [[ -n $CURRENT ]] && record "$CURRENT" timeout "interrupted by $INTERRUPTED after $((SECONDS - CURRENT_T0)) s" $((SECONDS - CURRENT_T0))
     RESULT="interrupted ($INTERRUPTED)"
+    local s done_names=" ${S_NAME[*]} "
+    for s in "${ALL_LATER_STEPS[@]}"; do
+      [[ $done_names == *" $s "* ]] || record "$s" not-run "interrupted ($INTERRUPTED) before it started"
+    done
   elif [[ -z $RESULT ]]; then
     RESULT="ended early (exit $rc)"
   fi
@@ -310,11 +319,11 @@ done
 [[ -n $TORCH_PY ]] && found "PyTorch with CUDA ($TORCH_PY)" || missing_optional "PyTorch with CUDA (the PyTorch eager comparison is skipped)"
 
 if ((${#MISSING[@]})); then
-  record preflight FAIL "${#MISSING[@]} missing: $(printf '%s; ' "${MISSING[@]}")" $((SECONDS - T0))
+  record preflight FAIL "${#MISSING[@]} missing: $(IFS=';'; echo "${MISSING[*]}" | sed 's/;/; /g')" $((SECONDS - T0))
   RESULT="failed: preflight"
   exit 1
 fi
-record preflight ok "all build pieces found${MISSING_OPT[*]:+; optional missing: $(printf '%s; ' "${MISSING_OPT[@]}")}" $((SECONDS - T0))
+record preflight ok "all build pieces found${MISSING_OPT[*]:+; optional missing: $(IFS=';'; echo "${MISSING_OPT[*]}" | sed 's/;/; /g')}" $((SECONDS - T0))
 
 # ---- 1. build -----------------------------------------------------------------------------------
 ARCHS=native
@@ -361,9 +370,6 @@ else
 fi
 
 # ---- 2. GPU steps -------------------------------------------------------------------------------
-GPU_STEPS=("CUDA tests vs ref / sim" "memcheck (op tests, -lineinfo)" "train 1 GPU vs sim (accuracy)"
-           "modelled vs measured per phase (h200)" "train DataParallel vs sim" "throughput fp16/bf16 vs fp32, hidden 4096"
-           "furnace vs pytorch eager")
 if ((GPUS == 0)); then
   # Why, in the backend's own words (the driver, both CUDA versions, what to do).
   why=$("$FURNACE" train --backend cuda --steps 1 --quiet --data "$ROOT/data/fashion-mnist" 2>&1 >/dev/null | sed -n 1p)
