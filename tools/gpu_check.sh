@@ -2,7 +2,7 @@
 # tools/gpu_check.sh: everything GPU-side in one command, made for a cold, unknown GPU machine
 # (one short run, no network, maybe none of our Debian build packages; only --out comes back).
 #
-#   tools/gpu_check.sh --out DIR [--budget SECONDS] [--deps-prefix DIR|FILE.tar.xz]
+#   tools/gpu_check.sh --out DIR [--budget SECONDS] [--deps-prefix DIR|FILE.tar.gz]
 #                      [--build-dir DIR] [--skip-build]
 #
 #   0. preflight (seconds): names, one line each, what is missing: CMake >= 3.25, a C++20 compiler,
@@ -20,9 +20,9 @@
 #      hidden 4096 and Furnace vs PyTorch eager where PyTorch with CUDA is installed.
 #
 # Without the Debian dev packages: tools/make_deps_prefix.sh (on a Debian 12 machine with apt)
-# makes build/deps-prefix.tar.xz (~25 MiB: CMake, ninja, pkgconf and the libraries' headers and
+# makes build/deps-prefix.tar.gz (~38 MiB: CMake, ninja, pkgconf and the libraries' headers and
 # .so files from Debian's packages); carry it with the tree and pass --deps-prefix (or leave it at
-# build/deps-prefix[.tar.xz], where it is found). It is used only when the preflight finds
+# build/deps-prefix[.tar.gz], where it is found). It is used only when the preflight finds
 # something missing on the machine. Its binaries need glibc >= 2.36 (Debian 12).
 #
 # --out DIR gets every log and summary.json (rewritten after every step, so even a SIGKILL leaves
@@ -50,7 +50,7 @@ while (($#)); do
       BUDGET=$2; shift 2 ;;
     --build-dir) (($# >= 2)) || { echo "gpu_check.sh: --build-dir needs a folder" >&2; exit 2; }; BUILD=$(realpath -m "$2"); shift 2 ;;
     --deps-prefix)
-      (($# >= 2)) && [[ -e $2 ]] || { echo "gpu_check.sh: --deps-prefix needs an existing folder or .tar.xz (tools/make_deps_prefix.sh makes one)" >&2; exit 2; }
+      (($# >= 2)) && [[ -e $2 ]] || { echo "gpu_check.sh: --deps-prefix needs an existing folder or .tar.gz (tools/make_deps_prefix.sh makes one)" >&2; exit 2; }
       DEPS_PREFIX=$(realpath "$2"); shift 2 ;;
     --skip-build) SKIP_BUILD=1; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -261,11 +261,12 @@ check_build_pieces
 # Something is missing: take the deps prefix (given, or found under build/) and look again.
 if ((${#MISSING[@]})); then
   if [[ -z $DEPS_PREFIX ]]; then
-    for p in "$ROOT/build/deps-prefix" "$ROOT/build/deps-prefix.tar.xz"; do [[ -e $p ]] && { DEPS_PREFIX=$p; break; }; done
+    for p in "$ROOT/build/deps-prefix" "$ROOT/build/deps-prefix.tar.gz"; do [[ -e $p ]] && { DEPS_PREFIX=$p; break; }; done
   fi
   if [[ -n $DEPS_PREFIX ]]; then
     if [[ -f $DEPS_PREFIX ]]; then
-      mkdir -p "$BUILD" && tar -C "$BUILD" -xJf "$DEPS_PREFIX" || { echo "gpu_check.sh: cannot unpack $DEPS_PREFIX" >&2; exit 1; }
+      mkdir -p "$BUILD" && tar -C "$BUILD" -xzf "$DEPS_PREFIX" ||
+        { record preflight FAIL "cannot unpack $DEPS_PREFIX (tar -xzf)"; RESULT="failed: preflight"; exit 1; }
       PFX=$BUILD/deps-prefix
     else
       PFX=$DEPS_PREFIX

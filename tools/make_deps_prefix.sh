@@ -6,11 +6,11 @@
 # libraries of zlib, nlohmann-json, CLI11, toml++, md4c, OpenBLAS and GoogleTest. Not here: a C++
 # compiler and the CUDA toolkit (nvcc, cuBLAS, NCCL), which a GPU machine must have.
 #
-#   tools/make_deps_prefix.sh [DIR]   the folder (default build/deps-prefix, about 100 MiB) and DIR.tar.xz
-#                                     (about 25 MiB: what travels; a device run carries at most 64 MiB,
-#                                     run(carry=["build/deps-prefix.tar.xz"]))
-#   tools/gpu_check.sh --deps-prefix build/deps-prefix.tar.xz   (unpacks it into its build folder;
-#                                     it also finds build/deps-prefix[.tar.xz] by itself)
+#   tools/make_deps_prefix.sh [DIR]   the folder (default build/deps-prefix, about 100 MiB) and DIR.tar.gz
+#                                     (about 38 MiB: what travels; a device run carries at most 64 MiB,
+#                                     run(carry=["build/deps-prefix.tar.gz"]))
+#   tools/gpu_check.sh --deps-prefix build/deps-prefix.tar.gz   (unpacks it into its build folder;
+#                                     it also finds build/deps-prefix[.tar.gz] by itself)
 #
 # pkg-config files are rewritten to be found relative to their own folder (${pcfiledir}); the CMake
 # package files Debian ships are relocatable already. Static archives nobody links and the
@@ -55,5 +55,5 @@ Made by tools/make_deps_prefix.sh on $(date -u +%Y-%m-%d) from Debian $(cat /etc
 ${PACKAGES[*]}
 Use: tools/gpu_check.sh --deps-prefix $PREFIX
 EOF
-tar -C "$(dirname "$PREFIX")" -cJf "$PREFIX.tar.xz" "$(basename "$PREFIX")"
-echo "make_deps_prefix.sh: $PREFIX ($(du -sm "$PREFIX" | cut -f1) MiB), $PREFIX.tar.xz ($(du -sm "$PREFIX.tar.xz" | cut -f1) MiB)"
+tar -C "$(dirname "$PREFIX")" -czf "$PREFIX.tar.gz" "$(basename "$PREFIX")"
+echo "make_deps_prefix.sh: $PREFIX ($(du -sm "$PREFIX" | cut -f1) MiB), $PREFIX.tar.gz ($(du -sm "$PREFIX.tar.gz" | cut -f1) MiB)"
