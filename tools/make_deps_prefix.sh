@@ -44,6 +44,13 @@ LIB=$PREFIX/usr/lib/x86_64-linux-gnu
 ln -sf openblas-pthread/libblas.so.3 "$LIB/libblas.so.3" 2>/dev/null || true
 ln -sf openblas-pthread/libopenblas.so.0 "$LIB/libopenblas.so.0"
 ln -sf openblas-pthread/libopenblas.so "$LIB/libopenblas.so"
+# Debian 12's CMake 3.25.1 FindCUDAToolkit sets a property on CUDA::nvToolsExt even when the
+# library was not found, and CUDA 13 ships no nvToolsExt: every configure with CUDA 13 fails
+# ("set_property could not find TARGET CUDA::nvToolsExt"). The guard later CMake releases have:
+sed -i 's/^\(    if(\)CMAKE_MINIMUM_REQUIRED_VERSION VERSION_GREATER_EQUAL 3.25)$/\1TARGET CUDA::nvToolsExt AND CMAKE_MINIMUM_REQUIRED_VERSION VERSION_GREATER_EQUAL 3.25)/' \
+  "$PREFIX"/usr/share/cmake-3.25/Modules/FindCUDAToolkit.cmake
+grep -q 'if(TARGET CUDA::nvToolsExt AND' "$PREFIX"/usr/share/cmake-3.25/Modules/FindCUDAToolkit.cmake ||
+  { echo "make_deps_prefix.sh: could not patch FindCUDAToolkit.cmake (CMake is not 3.25.1?)" >&2; exit 1; }
 # Relocatable pkg-config files.
 find "$PREFIX" -name '*.pc' -print0 | xargs -0 sed -i 's|^prefix=/usr$|prefix=${pcfiledir}/../../..|'
 # Smaller: documentation, and static archives other than GoogleTest's.
