@@ -2,11 +2,11 @@
 #include "backend/cuda/nccl_comms.h"
 
 #include <chrono>
-#include <cstdlib>
 #include <string>
 #include <thread>
 
 #include "backend/cuda/nccl_check.h"
+#include "backend/cuda/nccl_timeout.h"  // defines: nccl_timeout_seconds
 
 namespace furnace::cuda {
 namespace {
@@ -37,18 +37,6 @@ void grouped(size_t ranks, Fn&& enqueue) {
   FURNACE_NCCL_CHECK(ncclGroupEnd());
 }
 
-// $FURNACE_NCCL_TIMEOUT_S: seconds a collective may take (default 300; PyTorch's watchdog default
-// is 10 minutes). A bad value is one clear error.
-double nccl_timeout_s() {
-  const char* v = std::getenv("FURNACE_NCCL_TIMEOUT_S");
-  if (!v || !*v) return 300.0;
-  char* end = nullptr;
-  const double s = std::strtod(v, &end);
-  FURNACE_CHECK(*end == '\0' && s > 0) << "FURNACE_NCCL_TIMEOUT_S='" << printable(v)
-                                       << "' must be a positive number of seconds";
-  return s;
-}
-
 }  // namespace
 
 void NcclComms::abort(const std::vector<int>& devices) {
@@ -62,7 +50,7 @@ void NcclComms::abort(const std::vector<int>& devices) {
 void NcclComms::wait(const std::vector<int>& devices, const std::vector<cudaStream_t>& streams,
                      const char* what) {
   const std::vector<ncclComm_t> comms = comms_for(devices);  // a copy: abort() erases the entry
-  const double limit = nccl_timeout_s();
+  const double limit = nccl_timeout_seconds();
   const auto start = std::chrono::steady_clock::now();
   std::vector<bool> done(streams.size(), false);
   for (size_t pending = streams.size(); pending > 0;) {
