@@ -30,6 +30,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cxxabi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -590,6 +591,32 @@ int nvmlDeviceGetMemoryInfo(void* h, StandinMemory* mem) {
   mem->total = g.total;
   mem->used = g.used + (g.context ? m.context_bytes : 0);
   mem->free = mem->total - mem->used;
+  return 0;
+}
+int nvmlDeviceGetHandleByUUID(const char* uuid, void** h) {
+  for (Gpu& g : machine().physical)
+    if (uuid_string(g.uuid) == uuid) {
+      *h = &g;
+      return 0;
+    }
+  return 6;  // NVML_ERROR_NOT_FOUND
+}
+struct StandinProcessInfo { unsigned pid; unsigned long long used; unsigned gi, ci; };
+// One process, this one, once it has a context on the GPU: its context and its cudaMallocs.
+int nvmlDeviceGetComputeRunningProcesses_v3(void* h, unsigned* count, StandinProcessInfo* infos) {
+  Machine& m = machine();
+  std::lock_guard<std::mutex> lock(m.mu);
+  const Gpu& g = *static_cast<Gpu*>(h);
+  if (!g.context) {
+    *count = 0;
+    return 0;
+  }
+  if (*count < 1) {
+    *count = 1;
+    return 7;  // NVML_ERROR_INSUFFICIENT_SIZE
+  }
+  *count = 1;
+  infos[0] = {static_cast<unsigned>(getpid()), g.used + m.context_bytes, 0xFFFFFFFF, 0xFFFFFFFF};
   return 0;
 }
 int nvmlDeviceGetUtilizationRates(void*, unsigned* util) {

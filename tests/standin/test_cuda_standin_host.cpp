@@ -112,6 +112,26 @@ TEST_F(StandinHost, OutOfMemoryAtCudaMallocIsPyTorchsErrorAndTheAllocatorStaysUs
   rt.allocator(0).deallocate(p);
 }
 
+// PyTorch's "Including non-PyTorch memory, this process has X memory in use" counts the CUDA
+// context: NVML's figure for this process less what it cudaMalloc'ed.
+TEST_F(StandinHost, TheProcesssMemoryInUseCountsItsCudaContext) {
+  TraceBus bus;
+  Runtime rt(cuda::make_backend(&bus), bus);
+  rt.set_device(0);
+  EXPECT_EQ(rt.backend().raw_allocator(0).process_overhead_bytes(), 300ull << 20);
+  void* p = rt.allocator(0).allocate(100ull << 20);
+  EXPECT_EQ(rt.backend().raw_allocator(0).process_overhead_bytes(), 300ull << 20);  // not the 100
+  try {
+    rt.allocator(0).allocate(700ull << 20);
+    FAIL() << "expected out of memory";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("Including non-PyTorch memory, this process has 400.00 MiB memory in use."),
+              std::string::npos)
+        << e.what();
+  }
+  rt.allocator(0).deallocate(p);
+}
+
 TEST_F(StandinHost, MemGetInfoCountsTheContext) {
   TraceBus bus;
   Runtime rt(cuda::make_backend(&bus), bus);
