@@ -23,7 +23,7 @@
 #include "furnace/loader.h"
 #include "furnace/random.h"
 #include "furnace/train.h"
-#include "ops/sim/sim_ops.h"
+#include "backend/cpu/cpu_kernels.h"
 
 using namespace furnace;
 
@@ -88,26 +88,26 @@ double bare_run(int steps) {
     while (done < steps && loader.next(batch)) {
       const int b = static_cast<int>(batch.size);
       std::memcpy(x.data(), batch.images.data(), sizeof(float) * static_cast<size_t>(b) * I);
-      sim::linear_forward(h1.data(), x.data(), w1.data(), b1.data(), b, I, H);
-      sim::relu_forward(h1.data(), static_cast<int64_t>(b) * H);
-      sim::linear_forward(h2.data(), h1.data(), w2.data(), b2.data(), b, H, H);
-      sim::relu_forward(h2.data(), static_cast<int64_t>(b) * H);
-      sim::linear_forward(lo.data(), h2.data(), w3.data(), b3.data(), b, H, O);
-      sim::softmax_cross_entropy_forward(pr.data(), lo.data(), batch.labels.data(), b, O);
-      sim::softmax_cross_entropy_backward(dl.data(), pr.data(), batch.labels.data(), b, O, 1.0f);
+      cpu::linear_forward(h1.data(), x.data(), w1.data(), b1.data(), b, I, H);
+      cpu::relu_forward(h1.data(), static_cast<int64_t>(b) * H);
+      cpu::linear_forward(h2.data(), h1.data(), w2.data(), b2.data(), b, H, H);
+      cpu::relu_forward(h2.data(), static_cast<int64_t>(b) * H);
+      cpu::linear_forward(lo.data(), h2.data(), w3.data(), b3.data(), b, H, O);
+      cpu::softmax_cross_entropy_forward(pr.data(), lo.data(), batch.labels.data(), b, O);
+      cpu::softmax_cross_entropy_backward(dl.data(), pr.data(), batch.labels.data(), b, O, 1.0f);
       for (auto* v : {&gw1, &gb1, &gw2, &gb2, &gw3, &gb3}) std::fill(v->begin(), v->end(), 0.0f);
-      sim::linear_backward(d2.data(), gw3.data(), gb3.data(), dl.data(), h2.data(), w3.data(), b, H, O);
-      sim::relu_backward(d2.data(), h2.data(), static_cast<int64_t>(b) * H);
-      sim::linear_backward(d1.data(), gw2.data(), gb2.data(), d2.data(), h1.data(), w2.data(), b, H, H);
-      sim::relu_backward(d1.data(), h1.data(), static_cast<int64_t>(b) * H);
-      sim::linear_backward(nullptr, gw1.data(), gb1.data(), d1.data(), x.data(), w1.data(), b, I, H);
+      cpu::linear_backward(d2.data(), gw3.data(), gb3.data(), dl.data(), h2.data(), w3.data(), b, H, O);
+      cpu::relu_backward(d2.data(), h2.data(), static_cast<int64_t>(b) * H);
+      cpu::linear_backward(d1.data(), gw2.data(), gb2.data(), d2.data(), h1.data(), w2.data(), b, H, H);
+      cpu::relu_backward(d1.data(), h1.data(), static_cast<int64_t>(b) * H);
+      cpu::linear_backward(nullptr, gw1.data(), gb1.data(), d1.data(), x.data(), w1.data(), b, I, H);
       const bool first = done == 0;
-      sim::sgd_momentum_step(w1.data(), gw1.data(), m1.data(), static_cast<int64_t>(w1.size()), 0.05f, 0.9f, 0, first);
-      sim::sgd_momentum_step(b1.data(), gb1.data(), mb1.data(), H, 0.05f, 0.9f, 0, first);
-      sim::sgd_momentum_step(w2.data(), gw2.data(), m2.data(), static_cast<int64_t>(w2.size()), 0.05f, 0.9f, 0, first);
-      sim::sgd_momentum_step(b2.data(), gb2.data(), mb2.data(), H, 0.05f, 0.9f, 0, first);
-      sim::sgd_momentum_step(w3.data(), gw3.data(), m3.data(), static_cast<int64_t>(w3.size()), 0.05f, 0.9f, 0, first);
-      sim::sgd_momentum_step(b3.data(), gb3.data(), mb3.data(), O, 0.05f, 0.9f, 0, first);
+      cpu::sgd_momentum_step(w1.data(), gw1.data(), m1.data(), static_cast<int64_t>(w1.size()), 0.05f, 0.9f, 0, first);
+      cpu::sgd_momentum_step(b1.data(), gb1.data(), mb1.data(), H, 0.05f, 0.9f, 0, first);
+      cpu::sgd_momentum_step(w2.data(), gw2.data(), m2.data(), static_cast<int64_t>(w2.size()), 0.05f, 0.9f, 0, first);
+      cpu::sgd_momentum_step(b2.data(), gb2.data(), mb2.data(), H, 0.05f, 0.9f, 0, first);
+      cpu::sgd_momentum_step(w3.data(), gw3.data(), m3.data(), static_cast<int64_t>(w3.size()), 0.05f, 0.9f, 0, first);
+      cpu::sgd_momentum_step(b3.data(), gb3.data(), mb3.data(), O, 0.05f, 0.9f, 0, first);
       ++done;
       samples += b;
     }

@@ -4,10 +4,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include <map>
-#include <optional>
-#include <string>
-#include <vector>
 
 namespace furnace::cli {
 
@@ -17,11 +13,6 @@ void add_devices_command(CLI::App& app);   // devices_command.cpp
 void add_smi_command(CLI::App& app);       // smi_command.cpp
 void add_scenario_command(CLI::App& app);  // scenario_command.cpp
 
-// The CUDA environment of a command's (simulated) process: CUDA_VISIBLE_DEVICES and
-// CUDA_DEVICE_ORDER from this shell, replaced by --visible / --order where given (checked: one
-// clear line for a control character or an unknown order). In devices_command.cpp.
-std::map<std::string, std::string> cuda_environment(const std::optional<std::string>& visible,
-                                                    const std::optional<std::string>& order);
 void add_scaler_command(CLI::App& app);
 void add_scatter_command(CLI::App& app);       // scatter_command.cpp
 void add_dp_loss_trap_command(CLI::App& app);  // dp_loss_trap_command.cpp
@@ -32,10 +23,5 @@ void add_lesson_command(CLI::App& app);        // lesson_command.cpp
 struct ExitCode {
   int code;
 };
-
-// A --device-ids value: "0,1,2,3" (relative to the visible devices); "" is an explicit empty list
-// (DataParallel then fails as PyTorch does). One clear line for anything else. In
-// scatter_command.cpp.
-std::vector<int> parse_device_ids(const std::string& text, const char* flag = "--device-ids");
 
 }  // namespace furnace::cli

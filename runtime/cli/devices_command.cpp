@@ -13,7 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "commands.h"       // defines: add_devices_command, cuda_environment
+#include "cli_helpers.h"    // defines: cuda_environment
+#include "commands.h"       // defines: add_devices_command
 #include "machine_views.h"  // defines: visibility_json
 #include "furnace/backend.h"     // defines: discover_hardware_devices
 #include "furnace/error.h"       // defines: FURNACE_CHECK, Error
@@ -180,24 +181,6 @@ void run_cuda(const DevicesOptions& o, const Environment& env) {
 }
 
 }  // namespace
-
-std::map<std::string, std::string> cuda_environment(const std::optional<std::string>& visible,
-                                                    const std::optional<std::string>& order) {
-  Environment env = cuda_environment_from_os();
-  if (visible) {
-    check_visible_devices_flag(*visible, "--visible");
-    env[kCudaVisibleDevices] = *visible;
-  }
-  if (order) {
-    try {
-      parse_device_order(*order);
-    } catch (const Error& e) {
-      FURNACE_FAIL() << "--order: " << e.what();
-    }
-    env[kCudaDeviceOrder] = *order;
-  }
-  return env;
-}
 
 void add_devices_command(CLI::App& app) {
   auto opts = std::make_shared<DevicesOptions>();

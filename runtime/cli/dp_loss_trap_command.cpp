@@ -11,7 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "commands.h"          // defines: add_dp_loss_trap_command, parse_device_ids, cuda_environment
+#include "cli_helpers.h"       // defines: parse_device_ids, cuda_environment
+#include "commands.h"          // defines: add_dp_loss_trap_command
 #include "furnace/backend.h"   // defines: make_backend
 #include "furnace/error.h"     // defines: FURNACE_CHECK
 #include "furnace/parallel.h"  // defines: run_loss_trap, parallel::chunk_sizes

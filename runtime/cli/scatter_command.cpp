@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "commands.h"
-#include "furnace/train.h"  // defines: parse_int_list            // defines: add_scatter_command, parse_device_ids, cuda_environment
+#include "cli_helpers.h"  // defines: parse_device_ids, cuda_environment
+#include "commands.h"     // defines: add_scatter_command
 #include "furnace/backend.h"     // defines: make_backend
 #include "furnace/error.h"       // defines: Error, FURNACE_CHECK
 #include "furnace/parallel.h"    // defines: DataParallel, parallel::explain_chunks
@@ -88,10 +88,6 @@ void run(const ScatterOptions& o) {
 }
 
 }  // namespace
-
-std::vector<int> parse_device_ids(const std::string& text, const char* flag) {
-  return parse_int_list(text, flag, "device ordinals (e.g. 0,1,2,3)", /*allow_empty=*/true);
-}
 
 void add_scatter_command(CLI::App& app) {
   auto opts = std::make_shared<ScatterOptions>();

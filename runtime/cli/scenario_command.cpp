@@ -2,7 +2,7 @@
 // machine, as the article's section 3 describes them (two jobs on disjoint GPUs; the
 // select_least_used_gpu function, its traps and a fix), printed as a terminal session: shell
 // lines, the Python each process runs, what it prints, notes, and nvidia-smi where the story
-// calls it. Not here: the scenarios themselves (runtime/src/train/machine_scenarios.cpp).
+// calls it. Not here: the scenarios themselves (runtime/src/lessons/machine_scenarios.cpp).
 #include <cstdio>
 #include <memory>
 #include <sstream>

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_helpers.h"  // defines: cuda_environment, parse_device_ids
 #include "commands.h"
 #include "furnace/allocator.h"
 #include "furnace/checkpoint.h"  // defines: read_checkpoint, resume_scenario
@@ -214,7 +215,7 @@ void run(const TrainOptions& o) {
   FURNACE_CHECK(!ck.path.empty() || o.stop_at_step < 0) << "--stop-at-step needs --checkpoint PATH (to continue from)";
   // model.cuda(device_ids[0]) before wrapping, unless --device says otherwise (then DataParallel
   // checks it, as PyTorch does).
-  if (sc.parallel == "dp" && sc.device_ids && !sc.device_ids->empty() && !o.device_given)
+  if (parse_parallel_mode(sc.parallel) == ParallelMode::dp && sc.device_ids && !sc.device_ids->empty() && !o.device_given)
     sc.device = std::max(0, sc.device_ids->front());
   sc.validate();
   // Where the run will write, checked before it starts rather than when it ends.
@@ -241,13 +242,13 @@ void run(const TrainOptions& o) {
                 "topology %s, device cuda:%d\n",
                 widths.c_str(), static_cast<long long>(sc.batch), sc.lr, sc.lr_schedule.c_str(), sc.momentum, sc.epochs,
                 sc.epochs == 1 ? "" : "s", sc.topology.c_str(), sc.device);
-  if (!o.quiet && !o.json && (sc.amp != "off" || sc.accum > 1 || sc.workers > 0 || sc.pin_memory))
+  if (!o.quiet && !o.json && (sc.amp_mode() != AmpMode::off || sc.accum > 1 || sc.workers > 0 || sc.pin_memory))
     std::printf("  amp %s, accumulation %d (effective batch %lld%s), DataLoader(num_workers=%d, "
                 "pin_memory=%s)\n",
                 sc.amp.c_str(), sc.accum, static_cast<long long>(sc.batch) * sc.accum,
                 sc.accum > 1 && !sc.accum_divide ? ", loss NOT divided: effectively lr x accum" : "",
                 sc.workers, sc.pin_memory ? "True" : "False");
-  if (!o.quiet && !o.json && sc.parallel == "dp")
+  if (!o.quiet && !o.json && sc.parallel_mode() == ParallelMode::dp)
     std::printf("  model = nn.DataParallel(model, device_ids=%s%s)\n",
                 sc.device_ids ? ("[" + ids_text(*sc.device_ids) + "]").c_str() : "None (every visible device)",
                 sc.output_device ? (", output_device=" + std::to_string(*sc.output_device)).c_str() : "");

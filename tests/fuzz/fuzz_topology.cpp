@@ -15,7 +15,7 @@
 
 #include "furnace/topology.h"
 #include "fuzz_common.h"
-#include "machine/toml_guard.h"
+#include "furnace/toml_reader.h"  // defines: toml_ascii, toml_type_name, nearest_name
 
 namespace {
 
@@ -56,7 +56,7 @@ void check(const Topology& t) {
 }
 
 // True when toml++ 3.3.0 can parse `text` without reaching its TOML_UNREACHABLE: no code point in
-// U+00A1..U+0499, U+2D0E..U+3107 or U+FB36..U+FEFE (toml_guard.h), read leniently.
+// U+00A1..U+0499, U+2D0E..U+3107 or U+FB36..U+FEFE (furnace/toml_reader.h), read leniently.
 bool safe_for_tomlpp(const std::string& text) {
   for (size_t i = 0; i < text.size();) {
     const auto b = static_cast<unsigned char>(text[i]);

@@ -1,9 +1,9 @@
 // A device backend without a device, for testing on the CPU what the cuda backend relies on: the
-// ops layer's dispatch to a backend's op table, the checks before it, the workspace, and the code
-// above the ops that must not read device memory directly (GradScaler, comm's collectives,
-// DataParallel). FakeDeviceBackend is a simulated machine that says its memory is not host
-// memory; its op table (RefDeviceOps) runs ops/ref on the raw pointers and logs every call; its
-// optional collectives broadcast and reduce with plain loops, as a stand-in for NCCL.
+// code above the ops that must not read device memory directly (GradScaler, comm's collectives,
+// DataParallel), and the op road with a table that is neither the simulator's nor the host's.
+// FakeDeviceBackend is a simulated machine that says its memory is not host memory; its op table
+// (RefOpTable) runs ops/ref on the raw pointers and logs every call; its optional collectives
+// broadcast and reduce with plain loops, as a stand-in for NCCL.
 #pragma once
 
 #include <algorithm>
@@ -14,14 +14,14 @@
 #include <string>
 #include <vector>
 
-#include "backend/device_ops.h"
 #include "furnace/backend.h"
 #include "furnace/error.h"
+#include "furnace/op_table.h"
 #include "ops/ref/ref_ops.h"
 
 namespace furnace::testing_support {
 
-class RefDeviceOps : public DeviceOps {
+class RefOpTable : public OpTable {
  public:
   void set_allow_tf32(bool allow) override { tf32_ = allow; }
   bool allow_tf32() const override { return tf32_; }
@@ -36,15 +36,16 @@ class RefDeviceOps : public DeviceOps {
   }
   void linear_backward(DeviceStream w, void* dinp, float* dweight, float* dbias, const void* dout,
                        const void* inp, const void* weight, int B, int C, int OC, DType dt,
-                       Workspace& ws) override {
+                       bool accumulate, Workspace& ws) override {
     log("linear_backward", w);
     if (dt == DType::f32) {
-      ref::linear_backward(f(dinp), dweight, dbias, cf(dout), cf(inp), cf(weight), B, C, OC);
+      ref::linear_backward(f(dinp), dweight, dbias, cf(dout), cf(inp), cf(weight), B, C, OC, accumulate);
       return;
     }
     // The cuda backend rounds the weight gradient through a 16-bit workspace: use one too.
     std::memset(ws.get(static_cast<size_t>(OC) * C * 2), 0, static_cast<size_t>(OC) * C * 2);
-    ref::linear_backward_half(h(dinp), dweight, dbias, ch(dout), ch(inp), ch(weight), B, C, OC, dt);
+    ref::linear_backward_half(h(dinp), dweight, dbias, ch(dout), ch(inp), ch(weight), B, C, OC, dt,
+                              accumulate);
   }
   void relu_forward(DeviceStream w, void* x, int64_t n, DType dt) override {
     log("relu_forward", w);
@@ -100,6 +101,18 @@ class RefDeviceOps : public DeviceOps {
     log("add", w);
     ref::add(out, a, b, n);
   }
+  void add_n(DeviceStream w, float* out, const float* const* terms, int count, int64_t n) override {
+    log("add_n", w);
+    ref::add_n(out, terms, count, n);
+  }
+  void cat(DeviceStream w, void* out, const void* const* parts, const size_t* bytes, int count) override {
+    log("cat", w);
+    auto* at = static_cast<char*>(out);
+    for (int i = 0; i < count; ++i) {
+      if (bytes[i] > 0) std::memcpy(at, parts[i], bytes[i]);
+      at += bytes[i];
+    }
+  }
 
   // "op@device" for every call, in order.
   std::vector<std::string> calls() const {
@@ -135,13 +148,12 @@ class RefDeviceOps : public DeviceOps {
 class FakeDeviceBackend : public Backend {
  public:
   struct Options {
-    bool op_table = true;     // false: a device backend with no op table
     bool collectives = false;  // true: broadcast / reduce_sum as an NCCL would
   };
   FakeDeviceBackend(const Topology& topology, TraceBus* trace, Options options)
       : sim_(make_sim_backend(topology, trace)), options_(options) {}
 
-  RefDeviceOps& table() { return ops_; }
+  RefOpTable& table() { return ops_; }
   std::vector<std::string> collective_calls() const {
     std::lock_guard<std::mutex> lock(mu_);
     return collective_calls_;
@@ -151,6 +163,7 @@ class FakeDeviceBackend : public Backend {
   int device_count() const override { return sim_->device_count(); }
   const GpuSpec& device_spec(int device) const override { return sim_->device_spec(device); }
   RawAllocator& raw_allocator(int device) override { return sim_->raw_allocator(device); }
+  OpTable& op_table() override { return ops_; }
   bool host_accessible() const override { return false; }  // the point of this backend
   void copy(CopyKind kind, void* dst, int dst_device, const void* src, int src_device, size_t bytes,
             int stream, bool pinned) override {
@@ -163,7 +176,6 @@ class FakeDeviceBackend : public Backend {
     sim_->account_kernel(device, stream, name, cost);
   }
   double device_time(int device) const override { return sim_->device_time(device); }
-  DeviceOps* device_ops() override { return options_.op_table ? &ops_ : nullptr; }
 
   bool collectives_available(const std::vector<int>& devices, DType dtype) const override {
     const std::set<int> distinct(devices.begin(), devices.end());
@@ -199,7 +211,7 @@ class FakeDeviceBackend : public Backend {
 
   std::unique_ptr<Backend> sim_;
   Options options_;
-  RefDeviceOps ops_;
+  RefOpTable ops_;
   mutable std::mutex mu_;
   std::vector<std::string> collective_calls_;
 };

@@ -11,7 +11,7 @@
 #include "furnace/random.h"
 #include "furnace/topology.h"
 #include "ops/ref/ref_ops.h"
-#include "ops/sim/sim_ops.h"
+#include "backend/cpu/cpu_kernels.h"
 
 namespace furnace {
 namespace {
@@ -30,7 +30,7 @@ TEST(AdamW, SimEqualsRefBitForBitOverSteps) {
   for (int64_t step = 1; step <= 4; ++step) {
     const auto g = random_vec(n, 10 + static_cast<uint64_t>(step), -2, 2);
     ref::adamw_step(p_ref.data(), g.data(), m_ref.data(), v_ref.data(), static_cast<int64_t>(n), 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step);
-    sim::adamw_step(p_sim.data(), g.data(), m_sim.data(), v_sim.data(), static_cast<int64_t>(n), 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step);
+    cpu::adamw_step(p_sim.data(), g.data(), m_sim.data(), v_sim.data(), static_cast<int64_t>(n), 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step);
   }
   EXPECT_EQ(p_ref, p_sim);
   EXPECT_EQ(m_ref, m_sim);

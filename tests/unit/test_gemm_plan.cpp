@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "furnace/random.h"
-#include "ops/cuda/gemm_plan.h"
+#include "backend/cuda/ops/gemm_plan.h"
 #include "ops/ref/ref_ops.h"
 
 namespace furnace::cuda {

@@ -9,7 +9,7 @@
 #include "furnace/error.h"
 #include "furnace/topology.h"
 #include "ops/ref/ref_ops.h"
-#include "ops/sim/sim_ops.h"
+#include "backend/cpu/cpu_kernels.h"
 
 namespace furnace {
 namespace {
@@ -193,7 +193,7 @@ TEST(UnscaleKernel, SimMatchesRef) {
       if (bad != 0.0f) a[2] = b[2] = bad;
       float fa = 0, fb = 0;
       ref::non_finite_check_and_unscale(a.data(), 6, inv, &fa);
-      sim::non_finite_check_and_unscale(b.data(), 6, inv, &fb);
+      cpu::non_finite_check_and_unscale(b.data(), 6, inv, &fb);
       EXPECT_EQ(fa, bad != 0.0f ? 1.0f : 0.0f);
       EXPECT_EQ(fa, fb);
       for (size_t i = 0; i < 6; ++i)

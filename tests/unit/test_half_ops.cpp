@@ -9,7 +9,7 @@
 #include "furnace/dtype.h"
 #include "furnace/random.h"
 #include "ops/ref/ref_ops.h"
-#include "ops/sim/sim_ops.h"
+#include "backend/cpu/cpu_kernels.h"
 
 namespace furnace {
 namespace {
@@ -38,7 +38,7 @@ TEST_P(HalfOps, CastsAreTheExactConversions) {
   std::vector<float> f = {0.0f, -0.0f, 1.0f, 1e-8f, 65504.0f, 65520.0f, 3.0e38f, NAN, -INFINITY};
   std::vector<uint16_t> a(f.size()), b(f.size());
   ref::cast_to_half(a.data(), f.data(), static_cast<int64_t>(f.size()), dt);
-  sim::cast_to_half(b.data(), f.data(), static_cast<int64_t>(f.size()), dt);
+  cpu::cast_to_half(b.data(), f.data(), static_cast<int64_t>(f.size()), dt);
   EXPECT_EQ(a, b);
   if (dt == DType::f16) {
     EXPECT_EQ(a[5], 0x7c00u);  // 65520 rounds to inf in fp16: the overflow GradScaler catches
@@ -56,13 +56,13 @@ TEST_P(HalfOps, LinearForwardAndBackwardMatchRef) {
          b = random_half(static_cast<size_t>(OC), 3, dt), g = random_half(static_cast<size_t>(B * OC), 4, dt);
     std::vector<uint16_t> yr(static_cast<size_t>(B * OC)), ys(yr.size());
     ref::linear_forward_half(yr.data(), x.data(), w.data(), b.data(), B, C, OC, dt);
-    sim::linear_forward_half(ys.data(), x.data(), w.data(), b.data(), B, C, OC, dt);
+    cpu::linear_forward_half(ys.data(), x.data(), w.data(), b.data(), B, C, OC, dt);
     for (size_t i = 0; i < yr.size(); ++i) EXPECT_LE(ulps(yr[i], ys[i]), 1) << "out " << i;
 
     std::vector<uint16_t> dxr(static_cast<size_t>(B * C)), dxs(dxr.size());
     std::vector<float> dwr(static_cast<size_t>(OC * C), 0.5f), dws = dwr, dbr(static_cast<size_t>(OC), -0.25f), dbs = dbr;
     ref::linear_backward_half(dxr.data(), dwr.data(), dbr.data(), g.data(), x.data(), w.data(), B, C, OC, dt);
-    sim::linear_backward_half(dxs.data(), dws.data(), dbs.data(), g.data(), x.data(), w.data(), B, C, OC, dt);
+    cpu::linear_backward_half(dxs.data(), dws.data(), dbs.data(), g.data(), x.data(), w.data(), B, C, OC, dt);
     for (size_t i = 0; i < dxr.size(); ++i) EXPECT_LE(ulps(dxr[i], dxs[i]), 1) << "dinp " << i;
     // The master grads receive 16-bit values: equal, or one 16-bit ulp apart.
     const float ulp = dt == DType::bf16 ? 1.0f / 128 : 1.0f / 1024;
@@ -70,7 +70,7 @@ TEST_P(HalfOps, LinearForwardAndBackwardMatchRef) {
     for (size_t i = 0; i < dbr.size(); ++i) EXPECT_NEAR(dbr[i], dbs[i], ulp * (std::fabs(dbr[i] + 0.25f) + 1e-3f)) << "dbias " << i;
     // Without accumulate (a fresh .grad) both WRITE the gradients: equal to accumulating into zeros.
     for (bool use_sim : {false, true}) {
-      auto run = use_sim ? sim::linear_backward_half : ref::linear_backward_half;
+      auto run = use_sim ? cpu::linear_backward_half : ref::linear_backward_half;
       std::vector<float> zw(dwr.size(), 0.0f), zb(dbr.size(), 0.0f), gw(dwr.size(), std::nanf("")), gb(dbr.size(), 3.0f);
       run(nullptr, zw.data(), zb.data(), g.data(), x.data(), w.data(), B, C, OC, dt, true);
       run(nullptr, gw.data(), gb.data(), g.data(), x.data(), w.data(), B, C, OC, dt, false);
@@ -88,7 +88,7 @@ TEST_P(HalfOps, OverflowGivesInfInFp16Only) {
   std::vector<float> ones(C, 2000.0f), big(C, 2000.0f);
   ref::cast_to_half(x.data(), ones.data(), C, dt);
   ref::cast_to_half(w.data(), big.data(), C, dt);
-  sim::linear_forward_half(out.data(), x.data(), w.data(), nullptr, 1, C, 1, dt);  // 64 * 4e6
+  cpu::linear_forward_half(out.data(), x.data(), w.data(), nullptr, 1, C, 1, dt);  // 64 * 4e6
   if (dt == DType::f16)
     EXPECT_TRUE(std::isinf(value(out[0], dt)));
   else
@@ -102,13 +102,13 @@ TEST_P(HalfOps, ReluKeepsNaNAndMatchesRef) {
   ref::cast_to_half(a.data(), f.data(), 8, dt);
   b = a;
   ref::relu_forward_half(a.data(), 8, dt);
-  sim::relu_forward_half(b.data(), 8, dt);
+  cpu::relu_forward_half(b.data(), 8, dt);
   EXPECT_EQ(a, b);
   EXPECT_TRUE(std::isnan(value(b[4], dt)) && std::isnan(value(b[5], dt)));
   EXPECT_EQ(value(b[0], dt), 0.0f);
   std::vector<uint16_t> da(8, 0x3c00u), db = da;  // gradient of ones (f16 1.0; any non-zero pattern)
   ref::relu_backward_half(da.data(), a.data(), 8, dt);
-  sim::relu_backward_half(db.data(), b.data(), 8, dt);
+  cpu::relu_backward_half(db.data(), b.data(), 8, dt);
   EXPECT_EQ(da, db);
   EXPECT_EQ(db[3], 0x3c00u);  // 2.5 > 0 keeps its gradient
   EXPECT_EQ(db[7], 0x3c00u);  // +inf > 0 too

@@ -2,7 +2,7 @@
 // or are capped (the kernels loop grid-stride), nothing launches for no work.
 #include <gtest/gtest.h>
 
-#include "ops/cuda/launch_config.h"
+#include "backend/cuda/ops/launch_config.h"
 
 namespace furnace::cuda {
 namespace {

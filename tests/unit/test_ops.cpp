@@ -10,8 +10,9 @@
 #include "furnace/ops.h"
 #include "furnace/random.h"
 #include "furnace/topology.h"
+#include "backend/cpu/cpu_kernels.h"
 #include "ops/ref/ref_ops.h"
-#include "ops/sim/sim_ops.h"
+#include "parallel/comm.h"  // defines: parallel::add_across_devices
 
 namespace furnace {
 namespace {
@@ -53,7 +54,7 @@ TEST_P(LinearOps, SimMatchesRef) {
   for (bool with_bias : {true, false}) {
     std::vector<float> out_ref(static_cast<size_t>(B * OC)), out_sim(out_ref.size());
     ref::linear_forward(out_ref.data(), inp.data(), w.data(), with_bias ? b.data() : nullptr, B, C, OC);
-    sim::linear_forward(out_sim.data(), inp.data(), w.data(), with_bias ? b.data() : nullptr, B, C, OC);
+    cpu::linear_forward(out_sim.data(), inp.data(), w.data(), with_bias ? b.data() : nullptr, B, C, OC);
     expect_close(out_sim, out_ref, 1e-5f, 1e-5f, "linear_forward");
   }
   // Backward accumulates into dweight/dbias: start both from the same non-zero values.
@@ -61,18 +62,18 @@ TEST_P(LinearOps, SimMatchesRef) {
   std::vector<float> dinp_ref(static_cast<size_t>(B * C)), dinp_sim(dinp_ref.size());
   auto dw_ref = dw0, dw_sim = dw0, db_ref = db0, db_sim = db0;
   ref::linear_backward(dinp_ref.data(), dw_ref.data(), db_ref.data(), dout.data(), inp.data(), w.data(), B, C, OC);
-  sim::linear_backward(dinp_sim.data(), dw_sim.data(), db_sim.data(), dout.data(), inp.data(), w.data(), B, C, OC);
+  cpu::linear_backward(dinp_sim.data(), dw_sim.data(), db_sim.data(), dout.data(), inp.data(), w.data(), B, C, OC);
   expect_close(dinp_sim, dinp_ref, 1e-5f, 1e-5f, "dinp");
   expect_close(dw_sim, dw_ref, 1e-5f, 1e-5f, "dweight");
   expect_close(db_sim, db_ref, 1e-5f, 1e-5f, "dbias");
   // And dinp may be skipped.
-  sim::linear_backward(nullptr, dw_sim.data(), db_sim.data(), dout.data(), inp.data(), w.data(), B, C, OC);
+  cpu::linear_backward(nullptr, dw_sim.data(), db_sim.data(), dout.data(), inp.data(), w.data(), B, C, OC);
   // Without accumulate (a fresh .grad) both WRITE the gradients, whatever the buffers held: the
   // same values as accumulating into zeros, bit for bit (adding to +0 is exact).
   for (bool use_sim : {false, true}) {
     const size_t nw = static_cast<size_t>(OC * C), nb = static_cast<size_t>(OC);
     std::vector<float> zw(nw, 0.0f), zb(nb, 0.0f), gw(nw, std::nanf("")), gb(nb, -7.0f);
-    auto run = use_sim ? sim::linear_backward : ref::linear_backward;
+    auto run = use_sim ? cpu::linear_backward : ref::linear_backward;
     run(nullptr, zw.data(), zb.data(), dout.data(), inp.data(), w.data(), B, C, OC, true);
     run(nullptr, gw.data(), gb.data(), dout.data(), inp.data(), w.data(), B, C, OC, false);
     EXPECT_EQ(gw, zw) << (use_sim ? "sim" : "ref") << " dweight";
@@ -92,12 +93,12 @@ TEST(Ops, ReluSimMatchesRef) {
   x[2] = NAN;
   auto a = x, b = x;
   ref::relu_forward(a.data(), 1001);
-  sim::relu_forward(b.data(), 1001);
+  cpu::relu_forward(b.data(), 1001);
   for (size_t i = 3; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]);
   auto d = random_vec(1001, 8);
   auto da = d, db = d;
   ref::relu_backward(da.data(), a.data(), 1001);
-  sim::relu_backward(db.data(), b.data(), 1001);
+  cpu::relu_backward(db.data(), b.data(), 1001);
   for (size_t i = 3; i < a.size(); ++i) EXPECT_EQ(da[i], db[i]);
   EXPECT_EQ(da[0], 0.0f);  // gradient of relu at 0 is 0, as PyTorch
 }
@@ -109,23 +110,23 @@ TEST(Ops, CrossEntropySimMatchesRefAndKnownValue) {
   std::vector<int32_t> t = {0, 1, 2, 3, 4, 5, 6, 7, 9};
   std::vector<float> pr(B * V), ps(B * V);
   const float lr = ref::softmax_cross_entropy_forward(pr.data(), logits.data(), t.data(), B, V);
-  const float ls = sim::softmax_cross_entropy_forward(ps.data(), logits.data(), t.data(), B, V);
+  const float ls = cpu::softmax_cross_entropy_forward(ps.data(), logits.data(), t.data(), B, V);
   EXPECT_NEAR(ls, lr, 1e-5);
   expect_close(ps, pr, 1e-6f, 1e-5f, "probs");
   std::vector<float> gr(B * V), gs(B * V);
   ref::softmax_cross_entropy_backward(gr.data(), pr.data(), t.data(), B, V, 0.5f);
-  sim::softmax_cross_entropy_backward(gs.data(), ps.data(), t.data(), B, V, 0.5f);
+  cpu::softmax_cross_entropy_backward(gs.data(), ps.data(), t.data(), B, V, 0.5f);
   expect_close(gs, gr, 1e-6f, 1e-5f, "dlogits");
   // Uniform logits: loss is log(V) exactly.
   std::vector<float> zeros(B * V, 0.0f);
-  EXPECT_NEAR(sim::softmax_cross_entropy_forward(ps.data(), zeros.data(), t.data(), B, V), std::log(10.0), 1e-6);
+  EXPECT_NEAR(cpu::softmax_cross_entropy_forward(ps.data(), zeros.data(), t.data(), B, V), std::log(10.0), 1e-6);
 }
 
 TEST(Ops, AccuracyPicksTheFirstMaximum) {
   std::vector<float> logits = {1, 3, 3, 0, /**/ 5, 5, 1, 1};
   std::vector<int32_t> t = {1, 1};
   EXPECT_EQ(ref::accuracy_count(logits.data(), t.data(), 2, 4), 1);
-  EXPECT_EQ(sim::accuracy_count(logits.data(), t.data(), 2, 4), 1);
+  EXPECT_EQ(cpu::accuracy_count(logits.data(), t.data(), 2, 4), 1);
 }
 
 TEST(Ops, SgdMomentumMatchesRefAndPyTorchRule) {
@@ -135,7 +136,7 @@ TEST(Ops, SgdMomentumMatchesRefAndPyTorchRule) {
     std::vector<float> br(100), bs(100);
     for (int step = 0; step < 3; ++step) {
       ref::sgd_momentum_step(pr.data(), g.data(), br.data(), 100, 0.1f, 0.9f, wd, step == 0);
-      sim::sgd_momentum_step(ps.data(), g.data(), bs.data(), 100, 0.1f, 0.9f, wd, step == 0);
+      cpu::sgd_momentum_step(ps.data(), g.data(), bs.data(), 100, 0.1f, 0.9f, wd, step == 0);
     }
     expect_close(ps, pr, 1e-6f, 1e-6f, "param");
   }
@@ -252,16 +253,16 @@ TEST(Ops, AddAndAddNSimMatchRefBitForBit) {
     for (int j = 0; j < 5; ++j) t.push_back(random_vec(static_cast<size_t>(n), 40 + j, -100.0f, 100.0f));
     std::vector<float> r(static_cast<size_t>(n)), s(static_cast<size_t>(n));
     ref::add(r.data(), t[0].data(), t[1].data(), n);
-    sim::add(s.data(), t[0].data(), t[1].data(), n);
+    cpu::add(s.data(), t[0].data(), t[1].data(), n);
     EXPECT_EQ(r, s);
     auto in_place = t[0];  // out may be the first input (add_)
-    sim::add(in_place.data(), in_place.data(), t[1].data(), n);
+    cpu::add(in_place.data(), in_place.data(), t[1].data(), n);
     EXPECT_EQ(in_place, r);
     for (int count = 1; count <= 5; ++count) {
       std::vector<const float*> ptrs;
       for (int j = 0; j < count; ++j) ptrs.push_back(t[static_cast<size_t>(j)].data());
       ref::add_n(r.data(), ptrs.data(), count, n);
-      sim::add_n(s.data(), ptrs.data(), count, n);
+      cpu::add_n(s.data(), ptrs.data(), count, n);
       EXPECT_EQ(r, s) << "count " << count << " n " << n;
       // The same roundings as adding whole tensors one after another.
       std::vector<float> seq = t[0];
@@ -362,7 +363,7 @@ TEST_F(FourGpus, AddAcrossDevicesIsReduceAddsArithmeticAndModelsItsCopies) {
   OpContext ctx{rt, 2, 0};
   const size_t before = rt.max_memory_allocated(2);
   events.clear();
-  Tensor sum = ops::add_across_devices(ctx, terms);
+  Tensor sum = parallel::add_across_devices(ctx, terms);
   std::vector<float> expect(1000);
   for (size_t i = 0; i < 1000; ++i) expect[i] = ((v[0][i] + v[1][i]) + v[2][i]) + v[3][i];
   EXPECT_EQ(values(sum), expect);  // bit for bit

@@ -1,4 +1,4 @@
-// toml_ascii (runtime/src/machine/toml_guard.h): the ASCII form of a TOML document that Debian's
+// toml_ascii (furnace/toml_reader.h): the ASCII form of a TOML document that Debian's
 // toml++ 3.3.0 parses without reaching its undefined behaviour, holding the same values.
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <toml++/toml.h>
 
 #include "furnace/error.h"
-#include "machine/toml_guard.h"
+#include "furnace/toml_reader.h"  // defines: toml_ascii, toml_type_name, nearest_name
 
 namespace furnace {
 namespace {

@@ -17,7 +17,7 @@ Scenario scenario_from_controls(const ControlsState& c) {
   sc.parallel = c.parallel;
   sc.device_ids.reset();
   sc.output_device.reset();
-  if (sc.parallel == "dp") {
+  if (sc.parallel_mode() == ParallelMode::dp) {
     if (!c.device_ids.empty()) {
       sc.device_ids = furnace::parse_int_list(c.device_ids, "device_ids", "integers (e.g. 0,1)");
       if (!c.keep_device) sc.device = std::max(0, sc.device_ids->front());  // model.cuda(device_ids[0]) first
@@ -131,7 +131,7 @@ bool live_run_shows(const lesson::Step& step) {
   if (a != "train" && a != "forward" && a != "dp-loss-trap" && a != "loader") return false;
   const lesson::StepScenario& s = step.scenario;
   const bool model_on_cpu = s.model_device == "cpu";
-  const bool bare_input_on_cpu = s.scenario.parallel != "dp" && s.input_device == "cpu" &&
+  const bool bare_input_on_cpu = s.scenario.parallel_mode() != ParallelMode::dp && s.input_device == "cpu" &&
                                  std::find(s.keys.begin(), s.keys.end(), "input_device") != s.keys.end();
   return !model_on_cpu && !bare_input_on_cpu;
 }

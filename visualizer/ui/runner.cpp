@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "furnace/error.h"     // defines: Error
-#include "furnace/ops.h"       // defines: ops::BlasThreadsScope
+#include "furnace/op_table.h"  // defines: CpuGemmThreadsScope
 #include "furnace/topology.h"  // defines: load_topology
 
 namespace furnace::viz {
@@ -127,7 +127,7 @@ void Runner::run_one(const RunRequest& request, int generation) {
     if (stop_) throw TrainingStopped();
   };
   try {
-    std::optional<ops::BlasThreadsScope> blas;
+    std::optional<CpuGemmThreadsScope> blas;
     if (blas_threads_ > 0) blas.emplace(blas_threads_);
     const TrainResult r = train(sc, bus, progress);
     status.state = RunStatus::State::finished;

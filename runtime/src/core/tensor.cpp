@@ -1,5 +1,5 @@
 // Tensor basics: shapes, host storage, reshape. Device factories live with the Runtime
-// (memory/runtime.cpp), which owns the allocators.
+// (runtime/runtime.cpp), which owns the allocators.
 #include "furnace/tensor.h"
 
 #include <memory>

@@ -54,7 +54,7 @@ void run_forward(const StepScenario& s, Observables& out, TraceBus* trace) {
     x = moved;
   }
 
-  if (sc.parallel != "dp") {  // a bare model: its input must be where its parameters are
+  if (sc.parallel_mode() != ParallelMode::dp) {  // a bare model: its input must be where its parameters are
     out["device_ids"] = Value::of_ints(std::vector<int>{model_device});
     out["output_device"] = Value::of_int(model_device);
     out["chunks"] = Value::of_ints(std::vector<int64_t>{sc.batch});

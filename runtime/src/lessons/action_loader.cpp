@@ -7,7 +7,8 @@
 #include <algorithm>
 
 #include "furnace/data.h"     // defines: load_mnist_split
-#include "furnace/loader.h"   // defines: DataLoader, LoaderOptions
+#include "furnace/loader.h"   // defines: DataLoader
+#include "furnace/scenario_options.h"  // defines: loader_options
 #include "lessons/actions.h"  // defines: run_loader, lesson_data_dir
 
 namespace furnace::lesson::detail {
@@ -15,15 +16,8 @@ namespace furnace::lesson::detail {
 void run_loader(const StepScenario& s, Observables& out) {
   const Scenario& sc = s.scenario;
   const ImageDataset data = load_mnist_split(lesson_data_dir(), "train");
-  LoaderOptions o;  // what the training loop builds (train/trainer.cpp)
-  o.batch_size = sc.batch;
-  o.shuffle = true;
-  o.num_workers = sc.workers;
-  o.prefetch_factor = sc.prefetch_factor;
-  o.pin_memory = sc.pin_memory;
-  o.seed = sc.seed;
   const ImageDatasetView view(data);
-  DataLoader loader(view, o);  // PyTorch's ValueErrors for a bad combination come from here
+  DataLoader loader(view, loader_options(sc));  // what the training run builds  // PyTorch's ValueErrors for a bad combination come from here
   out["batches"] = Value::of_int(loader.num_batches());
   out["prefetched"] = Value::of_int(loader.in_flight());
 

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "furnace/amp.h"                // defines: replay_scaler, GradScalerOptions
+#include "furnace/scenario_options.h"  // defines: scaler_options
 #include "furnace/backend.h"            // defines: make_backend
 #include "furnace/error.h"              // defines: FURNACE_CHECK
 #include "furnace/machine_scenarios.h"  // defines: run_machine_scenario
@@ -35,11 +36,8 @@ void run_loss_trap(const StepScenario& s, Observables& out) {
 }
 
 void run_scaler(const StepScenario& s, Observables& out) {
-  GradScalerOptions o;
-  o.init_scale = s.scenario.scaler.init_scale;
-  o.growth_factor = s.scenario.scaler.growth_factor;
-  o.backoff_factor = s.scenario.scaler.backoff_factor;
-  o.growth_interval = s.scenario.scaler.growth_interval;
+  GradScalerOptions o = scaler_options(s.scenario);
+  o.enabled = true;  // the replay is of a GradScaler, whatever the scenario's amp
   const std::vector<ScalerStep> steps = replay_scaler(s.scenario.max_steps, s.overflow_at, o);
   std::vector<double> scales;
   std::vector<Value> skipped;

@@ -24,8 +24,7 @@
 #include "furnace/process.h"            // defines: kCudaVisibleDevices, kCudaDeviceOrder
 #include "furnace/topology.h"           // defines: load_topology
 #include "lessons/lesson_names.h"       // defines: names::is_slug, parse_ref, parse_step_heading
-#include "machine/toml_guard.h"         // defines: toml_ascii
-#include "machine/toml_messages.h"      // defines: toml_type_name, nearest_name
+#include "furnace/toml_reader.h"  // defines: toml_ascii, toml_type_name, nearest_name
 
 #ifndef FURNACE_DEFAULT_LESSONS_DIR
 #define FURNACE_DEFAULT_LESSONS_DIR "lessons"  // CMake passes the source tree's
@@ -201,7 +200,7 @@ StepScenario read_scenario(const Fields* f, const ActionInfo& action) {
       s.set_device = static_cast<int>(positive(f->integer_of(n, k), 0));
     } else if (k == "parallel") {
       sc.parallel = f->string_of(n, k);
-      if (sc.parallel != "none" && sc.parallel != "dp") f->fail(&n, "'parallel' must be \"none\" or \"dp\"");
+      if (!parse_parallel_mode(sc.parallel)) f->fail(&n, "'parallel' must be \"none\" or \"dp\"");
     } else if (k == "device") {
       sc.device = static_cast<int>(positive(f->integer_of(n, k), 0));
     } else if (k == "device_ids") {
@@ -280,7 +279,7 @@ StepScenario read_scenario(const Fields* f, const ActionInfo& action) {
   };
   std::stable_sort(s.keys.begin(), s.keys.end(), [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
   // What the CLI does too: model.cuda(device_ids[0]) before wrapping, unless `device` is given.
-  if (sc.parallel == "dp" && sc.device_ids && !sc.device_ids->empty() &&
+  if (parse_parallel_mode(sc.parallel) == ParallelMode::dp && sc.device_ids && !sc.device_ids->empty() &&
       std::find(s.keys.begin(), s.keys.end(), "device") == s.keys.end())
     sc.device = std::max(0, sc.device_ids->front());
   if (action.name == "memory" && s.alloc.empty()) f->fail(nullptr, "action 'memory' needs 'alloc' (sizes to allocate)");
@@ -519,7 +518,7 @@ Lesson read_lesson_toml(const fs::path& folder) {
   toml::table root;
   try {
     // toml_ascii: the same document in ASCII, which Debian's toml++ 3.3.0 parses without undefined
-    // behaviour on characters such as "。" (machine/toml_guard.h).
+    // behaviour on characters such as "。" (furnace/toml_reader.h).
     root = toml::parse(toml_ascii(read_file(file), origin), origin);
   } catch (const toml::parse_error& e) {
     FURNACE_FAIL() << origin << ":" << e.source().begin.line << ":" << e.source().begin.column << ": "

@@ -62,8 +62,7 @@
 
 #include "furnace/error.h"  // defines: FURNACE_CHECK, FURNACE_FAIL, printable
 #include "furnace/file_kind.h"  // defines: too_big_to_read
-#include "machine/toml_guard.h"  // defines: toml_ascii
-#include "machine/toml_messages.h"  // defines: toml_type_name, nearest_name
+#include "furnace/toml_reader.h"  // defines: toml_ascii, toml_type_name, nearest_name
 
 #ifndef FURNACE_DEFAULT_DATA_DIR
 #define FURNACE_DEFAULT_DATA_DIR "data"  // CMake passes the real one; this is for ad-hoc builds

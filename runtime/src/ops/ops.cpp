@@ -1,38 +1,34 @@
-// ops: shape/dtype/device checks, dispatch to the backend's implementation, and the cost report
-// that becomes modelled time on the simulator. Checks run once per op, before any work. Where the
-// work runs: on host tensors and on the simulator (whose device memory is host memory) the CPU ops
-// of ops/sim; on a device backend (cuda) its op table (backend/device_ops.h), which gets raw
-// device pointers and a workspace from the caching allocator.
+// ops: one road for every op. Check shapes, dtypes and devices once, call the op table of where
+// the op runs (the backend's for a device, the CPU's for host tensors; furnace/op_table.h), then
+// report the kernel's cost, which a backend with a modelled clock turns into time (a real one
+// attaches it to the kernel it measured). Nothing here knows which backend it is talking to.
 #include "furnace/ops.h"
 
 #include <cstddef>
 #include <cstring>
 #include <vector>
 
-#include "backend/device_ops.h"  // defines: DeviceOps, Workspace
 #include "furnace/error.h"
-#include "ops/sim/sim_ops.h"
+#include "furnace/op_table.h"  // defines: OpTable, Workspace, DeviceStream, cpu_op_table
 
 namespace furnace::ops {
 namespace {
 
-// The device backend's op table, or nullptr where the CPU ops run on the tensors directly: host
-// tensors (ctx.device < 0) and the simulator, whose device memory the CPU can read.
-DeviceOps* device_ops(OpContext& ctx, const char* op) {
-  if (ctx.device < 0 || ctx.rt.backend().host_accessible()) return nullptr;
-  DeviceOps* d = ctx.rt.backend().device_ops();
-  FURNACE_CHECK(d) << op << " is not implemented on the " << ctx.rt.backend().name() << " backend";
-  return d;
+// The op table of where ctx runs: the host's for cpu tensors (ctx.device < 0), else the backend's.
+OpTable& table(OpContext& ctx) {
+  return ctx.device < 0 ? cpu_op_table() : ctx.rt.backend().op_table();
 }
 
 DeviceStream stream_of(const OpContext& ctx) { return DeviceStream{ctx.device, ctx.stream}; }
 
 // Scratch memory for one device op, from the caching allocator of the op's device; it goes back
-// when the op returns (work queued later on the same stream may then reuse it, in order).
+// when the op returns (work queued later on the same stream may then reuse it, in order). Host ops
+// ask for none.
 class OpWorkspace final : public Workspace {
  public:
   explicit OpWorkspace(OpContext& ctx) : ctx_(ctx) {}
   void* get(size_t bytes) override {
+    FURNACE_ASSERT(ctx_.device >= 0) << "a host op asked for device scratch memory";
     blocks_.push_back(Tensor::empty(ctx_.rt, Device::cuda(ctx_.device),
                                     {static_cast<int64_t>(bytes > 0 ? bytes : 1)}, DType::u8));
     return blocks_.back().raw();
@@ -65,8 +61,15 @@ void account(OpContext& ctx, const char* name, double flops, double bytes, DType
   ctx.rt.backend().account_kernel(ctx.device, ctx.stream, name, KernelCost{flops, bytes, dtype});
 }
 
-constexpr double kF = sizeof(float);
+// .item(): an op's result has come back to the host. The table brought it (a real device copied
+// and waited inside the op); a backend that models copies puts that small copy on its clock now,
+// after the kernel that produced it.
+void account_item(OpContext& ctx, size_t bytes) {
+  if (ctx.device < 0) return;
+  ctx.rt.backend().model_copy(CopyKind::d2h, -1, ctx.device, bytes, ctx.stream, false);
+}
 
+constexpr double kF = sizeof(float);
 
 }  // namespace
 
@@ -89,17 +92,8 @@ void linear_forward(OpContext& ctx, Tensor& out, const Tensor& inp, const Tensor
   FURNACE_CHECK(weight.size(1) == C && bias.size(0) == OC && out.size(0) == B && out.size(1) == OC)
       << "mat1 and mat2 shapes cannot be multiplied (" << B << "x" << C << " and "
       << weight.size(1) << "x" << OC << ")";
-  if (DeviceOps* d = device_ops(ctx, op))
-    d->linear_forward(stream_of(ctx), out.raw(), inp.raw(), weight.raw(), bias.raw(),
-                      static_cast<int>(B), static_cast<int>(C), static_cast<int>(OC), dt);
-  else if (is_half(dt))
-    sim::linear_forward_half(out.data<uint16_t>(), inp.data<uint16_t>(), weight.data<uint16_t>(),
-                             bias.data<uint16_t>(), static_cast<int>(B), static_cast<int>(C),
-                             static_cast<int>(OC), dt);
-  else
-    sim::linear_forward(out.data<float>(), inp.data<float>(), weight.data<float>(),
-                        bias.data<float>(), static_cast<int>(B), static_cast<int>(C),
-                        static_cast<int>(OC));
+  table(ctx).linear_forward(stream_of(ctx), out.raw(), inp.raw(), weight.raw(), bias.raw(),
+                            static_cast<int>(B), static_cast<int>(C), static_cast<int>(OC), dt);
   const double e = static_cast<double>(dtype_size(dt));
   account(ctx, "linear_forward", 2.0 * B * C * OC, e * (B * C + OC * C + OC + B * OC), dt);
 }
@@ -124,25 +118,11 @@ void linear_backward(OpContext& ctx, Tensor* dinp, Tensor& dweight, Tensor& dbia
     require(*dinp, "grad_input", op, ctx, dt, 2);
     FURNACE_CHECK(dinp->shape() == inp.shape()) << op << ": grad_input shape " << shape_str(dinp->shape());
   }
-  if (DeviceOps* d = device_ops(ctx, op)) {
-    if (!accumulate) {  // the device op table only accumulates
-      zero(ctx, dweight);
-      zero(ctx, dbias);
-    }
-    OpWorkspace ws(ctx);
-    d->linear_backward(stream_of(ctx), dinp ? dinp->raw() : nullptr, dweight.data<float>(),
-                       dbias.data<float>(), dout.raw(), inp.raw(), weight.raw(),
-                       static_cast<int>(B), static_cast<int>(C), static_cast<int>(OC), dt, ws);
-  } else if (is_half(dt))
-    sim::linear_backward_half(dinp ? dinp->data<uint16_t>() : nullptr, dweight.data<float>(),
-                              dbias.data<float>(), dout.data<uint16_t>(), inp.data<uint16_t>(),
-                              weight.data<uint16_t>(), static_cast<int>(B), static_cast<int>(C),
-                              static_cast<int>(OC), dt, accumulate);
-  else
-    sim::linear_backward(dinp ? dinp->data<float>() : nullptr, dweight.data<float>(),
-                         dbias.data<float>(), dout.data<float>(), inp.data<float>(),
-                         weight.data<float>(), static_cast<int>(B), static_cast<int>(C),
-                         static_cast<int>(OC), accumulate);
+  OpWorkspace ws(ctx);
+  table(ctx).linear_backward(stream_of(ctx), dinp ? dinp->raw() : nullptr, dweight.data<float>(),
+                             dbias.data<float>(), dout.raw(), inp.raw(), weight.raw(),
+                             static_cast<int>(B), static_cast<int>(C), static_cast<int>(OC), dt,
+                             accumulate, ws);
   // Two GEMMs on a GPU (dgrad, wgrad) and a bias reduction: report them as the kernels they are.
   const double e = static_cast<double>(dtype_size(dt));
   if (dinp)
@@ -155,12 +135,7 @@ void linear_backward(OpContext& ctx, Tensor* dinp, Tensor& dweight, Tensor& dbia
 void relu_forward(OpContext& ctx, Tensor& x) {
   const DType dt = x.dtype();  // relu runs in its input's dtype (not on autocast's lists)
   require(x, "input", "relu_forward", ctx, is_half(dt) ? dt : DType::f32, -1);
-  if (DeviceOps* d = device_ops(ctx, "relu_forward"))
-    d->relu_forward(stream_of(ctx), x.raw(), x.numel(), dt);
-  else if (is_half(dt))
-    sim::relu_forward_half(x.data<uint16_t>(), x.numel(), dt);
-  else
-    sim::relu_forward(x.data<float>(), x.numel());
+  table(ctx).relu_forward(stream_of(ctx), x.raw(), x.numel(), dt);
   account(ctx, "relu_forward", static_cast<double>(x.numel()),
           2.0 * static_cast<double>(dtype_size(dt)) * x.numel(), dt);
 }
@@ -171,12 +146,7 @@ void relu_backward(OpContext& ctx, Tensor& dx, const Tensor& out) {
   require(out, "output", "relu_backward", ctx, dx.dtype(), -1);
   FURNACE_CHECK(dx.shape() == out.shape()) << "relu_backward: shapes " << shape_str(dx.shape())
                                            << " and " << shape_str(out.shape()) << " differ";
-  if (DeviceOps* d = device_ops(ctx, "relu_backward"))
-    d->relu_backward(stream_of(ctx), dx.raw(), out.raw(), dx.numel(), dt);
-  else if (is_half(dt))
-    sim::relu_backward_half(dx.data<uint16_t>(), out.data<uint16_t>(), dx.numel(), dt);
-  else
-    sim::relu_backward(dx.data<float>(), out.data<float>(), dx.numel());
+  table(ctx).relu_backward(stream_of(ctx), dx.raw(), out.raw(), dx.numel(), dt);
   account(ctx, "relu_backward", static_cast<double>(dx.numel()),
           3.0 * static_cast<double>(dtype_size(dt)) * dx.numel(), dt);
 }
@@ -188,14 +158,9 @@ void cast(OpContext& ctx, Tensor& out, const Tensor& in) {
   FURNACE_CHECK(in.numel() == out.numel()) << op << ": " << shape_str(in.shape()) << " into " << shape_str(out.shape());
   const bool supported = (in.dtype() == DType::f32 && is_half(out.dtype())) ||
                          (is_half(in.dtype()) && out.dtype() == DType::f32);
-  if (DeviceOps* d = supported ? device_ops(ctx, op) : nullptr)
-    d->cast(stream_of(ctx), out.raw(), out.dtype(), in.raw(), in.dtype(), in.numel());
-  else if (in.dtype() == DType::f32 && is_half(out.dtype()))
-    sim::cast_to_half(out.data<uint16_t>(), in.data<float>(), in.numel(), out.dtype());
-  else if (is_half(in.dtype()) && out.dtype() == DType::f32)
-    sim::cast_from_half(out.data<float>(), in.data<uint16_t>(), in.numel(), in.dtype());
-  else
-    FURNACE_FAIL() << op << ": cannot cast " << dtype_name(in.dtype()) << " to " << dtype_name(out.dtype());
+  FURNACE_CHECK(supported) << op << ": cannot cast " << dtype_name(in.dtype()) << " to "
+                           << dtype_name(out.dtype());
+  table(ctx).cast(stream_of(ctx), out.raw(), out.dtype(), in.raw(), in.dtype(), in.numel());
   account(ctx, op, 0.0, static_cast<double>(in.nbytes() + out.nbytes()), out.dtype());
 }
 
@@ -216,25 +181,11 @@ float softmax_cross_entropy_forward(OpContext& ctx, Tensor& probs, const Tensor&
   FURNACE_CHECK(probs.shape() == logits.shape()) << op << ": probs shape " << shape_str(probs.shape());
   FURNACE_CHECK(logits.size(0) > 0) << op << ": empty batch";
   const int B = static_cast<int>(logits.size(0)), V = static_cast<int>(logits.size(1));
-  if (DeviceOps* d = device_ops(ctx, op)) {  // checks the targets on the device, waits for the loss
-    OpWorkspace ws(ctx);
-    const float loss = d->softmax_cross_entropy_forward(stream_of(ctx), probs.data<float>(),
-                                                        logits.data<float>(),
-                                                        targets.data<int32_t>(), B, V, ws);
-    account(ctx, op, 5.0 * B * V, kF * (2.0 * B * V + B));
-    return loss;
-  }
-  const int32_t* t = targets.data<int32_t>();
-  for (int b = 0; b < B; ++b)
-    FURNACE_CHECK(t[b] >= 0 && t[b] < V) << "Target " << t[b] << " is out of bounds.";
-  const float device_loss =
-      sim::softmax_cross_entropy_forward(probs.data<float>(), logits.data<float>(), t, B, V);
+  OpWorkspace ws(ctx);  // the table checks the targets, and waits for the loss (loss.item())
+  const float loss = table(ctx).softmax_cross_entropy_forward(
+      stream_of(ctx), probs.data<float>(), logits.data<float>(), targets.data<int32_t>(), B, V, ws);
   account(ctx, op, 5.0 * B * V, kF * (2.0 * B * V + B));
-  // loss.item(): a 4-byte copy to the host that waits for the stream.
-  float loss = 0;
-  if (ctx.device < 0) return device_loss;
-  ctx.rt.backend().copy(CopyKind::d2h, &loss, -1, &device_loss, ctx.device, sizeof loss, ctx.stream,
-                        false);
+  account_item(ctx, sizeof loss);
   return loss;
 }
 
@@ -245,12 +196,9 @@ void softmax_cross_entropy_backward(OpContext& ctx, Tensor& dlogits, const Tenso
   require(dlogits, "grad_logits", op, ctx, DType::f32, 2);
   FURNACE_CHECK(dlogits.shape() == probs.shape()) << op << ": grad shape " << shape_str(dlogits.shape());
   const int B = static_cast<int>(probs.size(0)), V = static_cast<int>(probs.size(1));
-  if (DeviceOps* d = device_ops(ctx, op))
-    d->softmax_cross_entropy_backward(stream_of(ctx), dlogits.data<float>(), probs.data<float>(),
-                                      targets.data<int32_t>(), B, V, dloss);
-  else
-    sim::softmax_cross_entropy_backward(dlogits.data<float>(), probs.data<float>(),
-                                        targets.data<int32_t>(), B, V, dloss);
+  table(ctx).softmax_cross_entropy_backward(stream_of(ctx), dlogits.data<float>(),
+                                            probs.data<float>(), targets.data<int32_t>(), B, V,
+                                            dloss);
   account(ctx, op, 2.0 * B * V, kF * (2.0 * B * V + B));
 }
 
@@ -263,18 +211,11 @@ int64_t accuracy_count(OpContext& ctx, const Tensor& logits_in, const Tensor& ta
   }
   check_targets(ctx, op, logits, targets);
   const int B = static_cast<int>(logits.size(0)), V = static_cast<int>(logits.size(1));
-  if (DeviceOps* d = device_ops(ctx, op)) {  // the count comes back to the host (.item())
-    OpWorkspace ws(ctx);
-    const int64_t n = d->accuracy_count(stream_of(ctx), logits.data<float>(),
-                                        targets.data<int32_t>(), B, V, ws);
-    account(ctx, op, 1.0 * B * V, kF * (B * V + B));
-    return n;
-  }
-  const int64_t device_n = sim::accuracy_count(logits.data<float>(), targets.data<int32_t>(), B, V);
+  OpWorkspace ws(ctx);  // the count comes back to the host (.item())
+  const int64_t n = table(ctx).accuracy_count(stream_of(ctx), logits.data<float>(),
+                                              targets.data<int32_t>(), B, V, ws);
   account(ctx, op, 1.0 * B * V, kF * (B * V + B));
-  int64_t n = 0;
-  if (ctx.device < 0) return device_n;
-  ctx.rt.backend().copy(CopyKind::d2h, &n, -1, &device_n, ctx.device, sizeof n, ctx.stream, false);
+  account_item(ctx, sizeof n);
   return n;
 }
 
@@ -290,12 +231,8 @@ void sgd_momentum_step(OpContext& ctx, Tensor& param, const Tensor& grad, Tensor
     FURNACE_CHECK(momentum_buf.shape() == param.shape()) << op << ": momentum buffer shape";
   }
   float* buf = momentum != 0.0f ? momentum_buf.data<float>() : nullptr;
-  if (DeviceOps* d = device_ops(ctx, op))
-    d->sgd_momentum_step(stream_of(ctx), param.data<float>(), grad.data<float>(), buf,
-                         param.numel(), lr, momentum, weight_decay, first_step);
-  else
-    sim::sgd_momentum_step(param.data<float>(), grad.data<float>(), buf, param.numel(), lr,
-                           momentum, weight_decay, first_step);
+  table(ctx).sgd_momentum_step(stream_of(ctx), param.data<float>(), grad.data<float>(), buf,
+                               param.numel(), lr, momentum, weight_decay, first_step);
   account(ctx, op, 3.0 * param.numel(), kF * 5.0 * param.numel());
 }
 
@@ -319,13 +256,9 @@ void adamw_step(OpContext& ctx, Tensor& param, const Tensor& grad, Tensor& exp_a
   FURNACE_CHECK(beta2 >= 0.0f && beta2 < 1.0f) << "Invalid beta parameter at index 1: " << beta2;
   FURNACE_CHECK(weight_decay >= 0.0f) << "Invalid weight_decay value: " << weight_decay;
   FURNACE_CHECK(step >= 1) << op << ": step must be at least 1 (got " << step << ")";
-  if (DeviceOps* d = device_ops(ctx, op))
-    d->adamw_step(stream_of(ctx), param.data<float>(), grad.data<float>(), exp_avg.data<float>(),
-                  exp_avg_sq.data<float>(), param.numel(), lr, beta1, beta2, eps, weight_decay, step);
-  else
-    sim::adamw_step(param.data<float>(), grad.data<float>(), exp_avg.data<float>(),
-                    exp_avg_sq.data<float>(), param.numel(), lr, beta1, beta2, eps, weight_decay,
-                    step);
+  table(ctx).adamw_step(stream_of(ctx), param.data<float>(), grad.data<float>(),
+                        exp_avg.data<float>(), exp_avg_sq.data<float>(), param.numel(), lr, beta1,
+                        beta2, eps, weight_decay, step);
   account(ctx, op, 12.0 * param.numel(), kF * 7.0 * param.numel());
 }
 
@@ -334,12 +267,8 @@ void non_finite_check_and_unscale(OpContext& ctx, Tensor& grad, float inv_scale,
   require(grad, "grad", op, ctx, DType::f32, -1);
   require(found_inf, "found_inf", op, ctx, DType::f32, -1);
   FURNACE_CHECK(found_inf.numel() == 1) << op << ": found_inf must have one element";
-  if (DeviceOps* d = device_ops(ctx, op))
-    d->non_finite_check_and_unscale(stream_of(ctx), grad.data<float>(), grad.numel(), inv_scale,
-                                    found_inf.data<float>());
-  else
-    sim::non_finite_check_and_unscale(grad.data<float>(), grad.numel(), inv_scale,
-                                      found_inf.data<float>());
+  table(ctx).non_finite_check_and_unscale(stream_of(ctx), grad.data<float>(), grad.numel(),
+                                          inv_scale, found_inf.data<float>());
   account(ctx, op, static_cast<double>(grad.numel()), kF * 2.0 * grad.numel());
 }
 
@@ -352,22 +281,9 @@ void zero(OpContext& ctx, Tensor& x) {
   ctx.rt.backend().memset(ctx.device, x.raw(), 0, x.nbytes(), ctx.stream);
 }
 
-void set_allow_tf32(Runtime& rt, bool allow) {
-  if (DeviceOps* d = rt.backend().device_ops()) d->set_allow_tf32(allow);
-}
+void set_allow_tf32(Runtime& rt, bool allow) { rt.backend().op_table().set_allow_tf32(allow); }
 
-bool allow_tf32(Runtime& rt) {
-  const DeviceOps* d = rt.backend().device_ops();
-  return d != nullptr && d->allow_tf32();
-}
-
-BlasThreadsScope::BlasThreadsScope(int threads) : previous_(sim::blas_threads()) {
-  if (threads != previous_) sim::set_blas_threads(threads);
-}
-
-BlasThreadsScope::~BlasThreadsScope() {
-  if (sim::blas_threads() != previous_) sim::set_blas_threads(previous_);
-}
+bool allow_tf32(Runtime& rt) { return rt.backend().op_table().allow_tf32(); }
 
 void add(OpContext& ctx, Tensor& out, const Tensor& a, const Tensor& b) {
   const char* op = "add";
@@ -377,61 +293,8 @@ void add(OpContext& ctx, Tensor& out, const Tensor& a, const Tensor& b) {
   FURNACE_CHECK(a.shape() == b.shape() && out.shape() == a.shape())
       << "The size of tensor a " << shape_str(a.shape()) << " must match the size of tensor b "
       << shape_str(b.shape()) << " and of out " << shape_str(out.shape());
-  if (DeviceOps* d = device_ops(ctx, op))
-    d->add(stream_of(ctx), out.data<float>(), a.data<float>(), b.data<float>(), out.numel());
-  else
-    sim::add(out.data<float>(), a.data<float>(), b.data<float>(), out.numel());
+  table(ctx).add(stream_of(ctx), out.data<float>(), a.data<float>(), b.data<float>(), out.numel());
   account(ctx, op, static_cast<double>(out.numel()), kF * 3.0 * out.numel());
-}
-
-Tensor add_across_devices(OpContext& ctx, const std::vector<Tensor>& terms, bool move_bytes) {
-  const char* op = "add";
-  FURNACE_CHECK(terms.size() >= 2) << "add_across_devices: needs at least two terms";
-  require(terms[0], "input", op, ctx, DType::f32, -1);
-  for (const Tensor& t : terms) {
-    FURNACE_CHECK(t.defined() && t.device().is_cuda() && t.dtype() == DType::f32)
-        << op << ": every term must be an f32 tensor on a device";
-    FURNACE_CHECK(t.shape() == terms[0].shape())
-        << "The size of tensor a " << shape_str(terms[0].shape()) << " must match the size of tensor b "
-        << shape_str(t.shape());
-  }
-  const Device here = Device::cuda(ctx.device);
-  const size_t bytes = terms[0].nbytes();
-  Backend& backend = ctx.rt.backend();
-  Tensor result;
-  bool in_place = backend.host_accessible();
-  FURNACE_ASSERT(move_bytes || in_place) << "add_across_devices without bytes on a device backend";
-  for (size_t i = 1; i < terms.size(); ++i) {
-    Tensor moved = Tensor::empty(ctx.rt, here, terms[i].shape());  // other.to(device), freed below
-    const int from = terms[i].device().index;
-    if (in_place) {
-      const bool modelled = backend.model_copy(from == ctx.device ? CopyKind::d2d : CopyKind::peer,
-                                               ctx.device, from, bytes, ctx.stream, false);
-      FURNACE_ASSERT(modelled || (i == 1 && move_bytes))
-          << "add_across_devices: the backend stopped modelling copies";
-      in_place = modelled;
-    }
-    if (!result.defined()) result = Tensor::empty(ctx.rt, here, terms[0].shape());
-    if (in_place) {  // modelled: the add kernel PyTorch launches; the sum itself comes after the loop
-      account(ctx, op, static_cast<double>(result.numel()), kF * 3.0 * result.numel());
-    } else {
-      copy_(ctx, moved, terms[i]);
-      add(ctx, result, i == 1 ? terms[0] : result, moved);
-    }
-  }
-  if (in_place && move_bytes) add_n_bytes(result, terms);
-  return result;
-}
-
-void add_n_bytes(Tensor& out, const std::vector<Tensor>& terms) {
-  FURNACE_CHECK(!terms.empty() && out.dtype() == DType::f32) << "add_n_bytes: f32 terms expected";
-  std::vector<const float*> ptrs;
-  for (const Tensor& t : terms) {
-    FURNACE_CHECK(t.dtype() == DType::f32 && t.numel() == out.numel())
-        << "add_n_bytes: every term must be f32 with " << out.numel() << " elements";
-    ptrs.push_back(t.data<float>());
-  }
-  sim::add_n(out.data<float>(), ptrs.data(), static_cast<int>(ptrs.size()), out.numel());
 }
 
 void copy_(OpContext& ctx, Tensor& dst, const Tensor& src) {
@@ -451,39 +314,21 @@ void copy_(OpContext& ctx, Tensor& dst, const Tensor& src) {
   ctx.rt.backend().copy(kind, dst.raw(), d.index, src.raw(), s.index, src.nbytes(), ctx.stream, false);
 }
 
-namespace {
-
-void cat_flat_impl(OpContext& ctx, Tensor& flat, const std::vector<Tensor>& parts, bool move_bytes) {
+void cat_flat(OpContext& ctx, Tensor& flat, const std::vector<Tensor>& parts) {
   const char* op = "cat";
   require(flat, "out", op, ctx, DType::f32, 1);
   int64_t n = 0;
+  std::vector<const void*> sources;
+  std::vector<size_t> bytes;
   for (const Tensor& p : parts) {
     require(p, "tensor", op, ctx, DType::f32, -1);
     n += p.numel();
+    sources.push_back(p.raw());
+    bytes.push_back(p.nbytes());
   }
   FURNACE_CHECK(n == flat.numel()) << op << ": " << n << " elements into a buffer of " << flat.numel();
-  const bool on_device = device_ops(ctx, op) != nullptr;
-  FURNACE_ASSERT(move_bytes || !on_device) << "cat_flat_modelled on a device backend";
-  auto* out = static_cast<std::byte*>(flat.raw());
-  for (const Tensor& p : parts) {
-    if (on_device)  // a device-to-device copy per part, in order on ctx's stream
-      ctx.rt.backend().copy(CopyKind::d2d, out, ctx.device, p.raw(), ctx.device, p.nbytes(),
-                            ctx.stream, false);
-    else if (move_bytes && p.nbytes() > 0)
-      std::memcpy(out, p.raw(), p.nbytes());
-    out += p.nbytes();
-  }
+  table(ctx).cat(stream_of(ctx), flat.raw(), sources.data(), bytes.data(), static_cast<int>(parts.size()));
   account(ctx, op, 0.0, 2.0 * static_cast<double>(flat.nbytes()));
-}
-
-}  // namespace
-
-void cat_flat(OpContext& ctx, Tensor& flat, const std::vector<Tensor>& parts) {
-  cat_flat_impl(ctx, flat, parts, true);
-}
-
-void cat_flat_modelled(OpContext& ctx, Tensor& flat, const std::vector<Tensor>& parts) {
-  cat_flat_impl(ctx, flat, parts, false);
 }
 
 void copy_to_device(OpContext& ctx, Tensor& dst, const void* host_src, bool pinned) {

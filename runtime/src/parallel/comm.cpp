@@ -7,7 +7,8 @@
 
 #include <string>
 
-#include "furnace/error.h"  // defines: FURNACE_CHECK
+#include "furnace/error.h"     // defines: FURNACE_CHECK
+#include "furnace/op_table.h"  // defines: cpu_op_table
 
 namespace furnace::parallel {
 namespace {
@@ -20,7 +21,75 @@ std::string sizes_text(const Shape& s) {  // 'x'.join(sizes), as comm.reduce_add
 
 OpContext on(OpContext& ctx, int device) { return OpContext{ctx.rt, device, ctx.stream}; }
 
+// torch.cat of `parts` into `flat` as the simulator runs it when the flat buffer is only ever the
+// source of elided copies: the kernel modelled (clock, trace), the bytes not moved.
+void cat_flat_modelled(OpContext& ctx, Tensor& flat, const std::vector<Tensor>& parts) {
+  int64_t n = 0;
+  for (const Tensor& p : parts) {
+    FURNACE_CHECK(p.device() == flat.device() && p.dtype() == flat.dtype())
+        << "cat: every part must be a " << dtype_name(flat.dtype()) << " tensor on " << flat.device().str();
+    n += p.numel();
+  }
+  FURNACE_CHECK(n == flat.numel()) << "cat: " << n << " elements into a buffer of " << flat.numel();
+  ctx.rt.backend().account_kernel(ctx.device, ctx.stream, "cat",
+                                  KernelCost{0.0, 2.0 * static_cast<double>(flat.nbytes()), DType::f32});
+}
+
 }  // namespace
+
+void add_n_bytes(Tensor& out, const std::vector<Tensor>& terms) {
+  FURNACE_CHECK(!terms.empty() && out.dtype() == DType::f32) << "add_n_bytes: f32 terms expected";
+  std::vector<const float*> ptrs;
+  for (const Tensor& t : terms) {
+    FURNACE_CHECK(t.dtype() == DType::f32 && t.numel() == out.numel())
+        << "add_n_bytes: every term must be f32 with " << out.numel() << " elements";
+    ptrs.push_back(t.data<float>());
+  }
+  // Host memory (the simulator's devices), summed by the host's kernels and modelled nowhere.
+  cpu_op_table().add_n(DeviceStream{-1, 0}, out.data<float>(), ptrs.data(),
+                       static_cast<int>(ptrs.size()), out.numel());
+}
+
+Tensor add_across_devices(OpContext& ctx, const std::vector<Tensor>& terms, bool move_bytes) {
+  const char* op = "add";
+  FURNACE_CHECK(terms.size() >= 2) << "add_across_devices: needs at least two terms";
+  FURNACE_CHECK(ctx.device >= 0 && terms[0].device() == Device::cuda(ctx.device))
+      << op << ": expected input on cuda:" << ctx.device << " but found it on " << terms[0].device().str();
+  for (const Tensor& t : terms) {
+    FURNACE_CHECK(t.defined() && t.device().is_cuda() && t.dtype() == DType::f32)
+        << op << ": every term must be an f32 tensor on a device";
+    FURNACE_CHECK(t.shape() == terms[0].shape())
+        << "The size of tensor a " << shape_str(terms[0].shape()) << " must match the size of tensor b "
+        << shape_str(t.shape());
+  }
+  const Device here = Device::cuda(ctx.device);
+  const size_t bytes = terms[0].nbytes();
+  Backend& backend = ctx.rt.backend();
+  Tensor result;
+  bool in_place = backend.host_accessible();
+  FURNACE_ASSERT(move_bytes || in_place) << "add_across_devices without bytes on a device backend";
+  for (size_t i = 1; i < terms.size(); ++i) {
+    Tensor moved = Tensor::empty(ctx.rt, here, terms[i].shape());  // other.to(device), freed below
+    const int from = terms[i].device().index;
+    if (in_place) {
+      const bool modelled = backend.model_copy(from == ctx.device ? CopyKind::d2d : CopyKind::peer,
+                                               ctx.device, from, bytes, ctx.stream, false);
+      FURNACE_ASSERT(modelled || (i == 1 && move_bytes))
+          << "add_across_devices: the backend stopped modelling copies";
+      in_place = modelled;
+    }
+    if (!result.defined()) result = Tensor::empty(ctx.rt, here, terms[0].shape());
+    if (in_place) {  // modelled: the add kernel PyTorch launches; the sum itself comes after the loop
+      const double n = static_cast<double>(result.numel());
+      backend.account_kernel(ctx.device, ctx.stream, op, KernelCost{n, 3.0 * sizeof(float) * n, DType::f32});
+    } else {
+      ops::copy_(ctx, moved, terms[i]);
+      ops::add(ctx, result, i == 1 ? terms[0] : result, moved);
+    }
+  }
+  if (in_place && move_bytes) add_n_bytes(result, terms);
+  return result;
+}
 
 std::vector<std::vector<size_t>> buckets_closing_at_limit(const std::vector<Tensor>& tensors,
                                                           size_t limit) {
@@ -68,7 +137,7 @@ Tensor flatten_dense_tensors(OpContext& ctx, const std::vector<Tensor>& tensors,
   if (move_bytes)
     ops::cat_flat(ctx, flat, tensors);
   else
-    ops::cat_flat_modelled(ctx, flat, tensors);
+    cat_flat_modelled(ctx, flat, tensors);
   return flat;
 }
 
@@ -146,7 +215,7 @@ namespace {
 // itself: each part copied into its place, nothing modelled (the cat already was).
 void write_flat(FlatBucket& bucket) {
   std::vector<Tensor> views = unflatten_dense_tensors(bucket.flat, bucket.parts);
-  for (size_t j = 0; j < views.size(); ++j) ops::add_n_bytes(views[j], {bucket.parts[j]});
+  for (size_t j = 0; j < views.size(); ++j) add_n_bytes(views[j], {bucket.parts[j]});
   bucket.written = true;
 }
 
@@ -184,7 +253,7 @@ Tensor reduce_add_impl(OpContext& ctx, const std::vector<Tensor>& inputs, int de
   for (size_t i = 0; i < inputs.size(); ++i)
     if (static_cast<int>(i) != root) terms.push_back(inputs[i]);
   OpContext dst = on(ctx, destination);
-  return ops::add_across_devices(dst, terms, move_bytes);
+  return add_across_devices(dst, terms, move_bytes);
 }
 
 }  // namespace
@@ -267,7 +336,7 @@ std::vector<Tensor> reduce_add_flattened(OpContext& ctx,
               << per_device[d].parts.size() << " tensors, expected " << views.size();
           terms.push_back(per_device[d].parts[j]);
         }
-        ops::add_n_bytes(views[j], terms);
+        add_n_bytes(views[j], terms);
       }
     }
     for (size_t j = 0; j < buckets[b].size(); ++j) output[buckets[b][j]] = views[j];

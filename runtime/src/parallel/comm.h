@@ -43,6 +43,21 @@ std::vector<std::vector<Tensor>> broadcast_coalesced(OpContext& ctx,
                                                      const std::vector<int>& devices,
                                                      size_t buffer_size = kBufferSize);
 
+// comm.reduce_add's arithmetic without NCCL, onto ctx.device: returns
+// ((terms[0] + terms[1]) + terms[2]) + ... (f32, one shape; terms[0] on ctx.device, the others on
+// any device; at least two). Modelled as PyTorch runs it: each further term copied to ctx.device
+// into a temporary (peer copy, freed after use), the first sum out of place, the rest add_ in
+// place. On the simulator (host-accessible memory) those copies are modelled (clock, trace,
+// allocator) without moving their bytes: the sum reads every term where it lives, in one pass,
+// with the same roundings. move_bytes = false (simulator only): the copies and the adds are
+// modelled and the result is allocated, but left unwritten; the caller fills it with add_n_bytes
+// from where the bytes live.
+Tensor add_across_devices(OpContext& ctx, const std::vector<Tensor>& terms, bool move_bytes = true);
+// out = terms[0] + terms[1] + ... elementwise in that order (the roundings of add_across_devices),
+// computed on the host and modelled nowhere: the bytes of adds already modelled by
+// add_across_devices(..., move_bytes = false). Host-accessible (simulator) memory only.
+void add_n_bytes(Tensor& out, const std::vector<Tensor>& terms);
+
 // comm.reduce_add(inputs, destination): the elementwise SUM of same-shape tensors, one per
 // device, as a new tensor on `destination`, which must hold one of them (the root):
 // root + copy(first other), then += copy(each further other), in input order.

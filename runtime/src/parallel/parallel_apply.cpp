@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "furnace/error.h"     // defines: Error, OutOfMemoryError, FURNACE_CHECK
+#include "furnace/op_table.h"  // defines: CpuGemmThreadsScope
 #include "furnace/parallel.h"  // defines: parallel_apply
 #include "parallel/worker_pool.h"  // defines: WorkerPool
 
@@ -74,7 +75,7 @@ void parallel_apply(const std::vector<int>& devices, const std::function<void(si
     // batch 256): the same speed as letting each worker use OpenBLAS's default pool. But with
     // more cores k workers x a pool each would oversubscribe them, and OpenBLAS's pthread build
     // serialises concurrent callers of its one pool; one thread each is the safe choice.
-    ops::BlasThreadsScope one_blas_thread(1);
+    CpuGemmThreadsScope one_blas_thread(1);
     bool ran = false;
     try {
       ran = WorkerPool::shared().try_run(n, worker);

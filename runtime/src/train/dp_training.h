@@ -1,7 +1,7 @@
 // train/dp_training: the DataParallel side of the training loop (`--parallel dp`): wraps the model,
 // runs one step (labels to the loss device, DataParallel forward, loss on the gathered output,
 // backward, optimizer on device_ids[0]) and reports the per-device breakdown of modelled time.
-// Not here: the loop, data and evaluation (trainer.cpp); DataParallel itself (furnace/parallel.h).
+// Not here: the loop, data and evaluation (training_run.cpp); DataParallel itself (furnace/parallel.h).
 #pragma once
 
 #include <functional>

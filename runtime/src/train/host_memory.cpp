@@ -50,8 +50,8 @@ HostMemoryEstimate estimate_host_memory(const Scenario& sc, const std::vector<in
   const uint64_t features = static_cast<uint64_t>(sizes.front());
   const uint64_t classes = static_cast<uint64_t>(sizes.back());
   const uint64_t batch = static_cast<uint64_t>(sc.batch);
-  const bool amp = sc.amp != "off";
-  const bool dp = sc.parallel == "dp";
+  const bool amp = sc.amp_mode() != AmpMode::off;
+  const bool dp = sc.parallel_mode() == ParallelMode::dp;
 
   // One forward and backward over `rows`: the input, every Linear's output (kept for backward;
   // ReLU works in place), backward's two widest temporaries, probabilities and their gradient,

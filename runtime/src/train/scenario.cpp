@@ -9,18 +9,53 @@
 
 namespace furnace {
 
+std::optional<ParallelMode> parse_parallel_mode(const std::string& text) {
+  if (text == "none") return ParallelMode::none;
+  if (text == "dp") return ParallelMode::dp;
+  return std::nullopt;
+}
+
+std::optional<AmpMode> parse_amp_mode(const std::string& text) {
+  if (text == "off") return AmpMode::off;
+  if (text == "fp16") return AmpMode::fp16;
+  if (text == "bf16") return AmpMode::bf16;
+  return std::nullopt;
+}
+
+std::optional<LrSchedule> parse_lr_schedule(const std::string& text) {
+  if (text == "constant") return LrSchedule::constant;
+  if (text == "cosine") return LrSchedule::cosine;
+  return std::nullopt;
+}
+
+ParallelMode Scenario::parallel_mode() const {
+  const std::optional<ParallelMode> m = parse_parallel_mode(parallel);
+  FURNACE_CHECK(m) << "--parallel must be none or dp (got '" << parallel << "')";
+  return *m;
+}
+
+AmpMode Scenario::amp_mode() const {
+  const std::optional<AmpMode> m = parse_amp_mode(amp);
+  FURNACE_CHECK(m) << "--amp must be off, fp16 or bf16 (got '" << amp << "')";
+  return *m;
+}
+
+LrSchedule Scenario::lr_schedule_mode() const {
+  const std::optional<LrSchedule> m = parse_lr_schedule(lr_schedule);
+  FURNACE_CHECK(m) << "--lr-schedule must be constant or cosine (got '" << lr_schedule << "')";
+  return *m;
+}
+
 void Scenario::validate() const {
   FURNACE_CHECK(epochs >= 1) << "--epochs must be at least 1 (got " << epochs << ")";
   FURNACE_CHECK(batch >= 1) << "--batch must be at least 1 (got " << batch << ")";
   FURNACE_CHECK(lr > 0 && lr < 100) << "--lr must be in (0, 100) (got " << lr << ")";
   FURNACE_CHECK(momentum >= 0 && momentum < 1) << "--momentum must be in [0, 1) (got " << momentum << ")";
-  FURNACE_CHECK(lr_schedule == "constant" || lr_schedule == "cosine")
-      << "--lr-schedule must be constant or cosine (got '" << lr_schedule << "')";
-  FURNACE_CHECK(amp == "off" || amp == "fp16" || amp == "bf16")
-      << "--amp must be off, fp16 or bf16 (got '" << amp << "')";
+  lr_schedule_mode();
+  const AmpMode amp_kind = amp_mode();
   FURNACE_CHECK(accum >= 1) << "--accum must be at least 1 (got " << accum << ")";
   // PyTorch takes any init_scale; 0, a negative or a non-finite scale makes every fp16 step skipped.
-  FURNACE_CHECK(amp != "fp16" || (scaler.init_scale > 0 && std::isfinite(scaler.init_scale)))
+  FURNACE_CHECK(amp_kind != AmpMode::fp16 || (scaler.init_scale > 0 && std::isfinite(scaler.init_scale)))
       << "--init-scale must be a positive finite number (got " << scaler.init_scale << ")";
   FURNACE_CHECK(workers >= 0) << "num_workers option should be non-negative; use num_workers=0 to "
                                  "disable multiprocessing. (--workers " << workers << ")";
@@ -29,9 +64,7 @@ void Scenario::validate() const {
     FURNACE_CHECK(h >= 1 && h <= (1 << 20)) << "--hidden: layer width " << h << " is out of range [1, 1048576]";
   FURNACE_CHECK(max_steps == -1 || max_steps >= 1) << "--steps must be at least 1 (got " << max_steps << ")";
   FURNACE_CHECK(device >= 0) << "--device must be a non-negative ordinal (got " << device << ")";
-  FURNACE_CHECK(parallel == "none" || parallel == "dp")
-      << "--parallel must be none or dp (got '" << parallel << "')";
-  FURNACE_CHECK(parallel == "dp" || (!device_ids && !output_device))
+  FURNACE_CHECK(parallel_mode() == ParallelMode::dp || (!device_ids && !output_device))
       << (device_ids ? "--device-ids" : "--output-device") << " needs --parallel dp";
 }
 

@@ -2,7 +2,7 @@
 // objects on the (simulated) devices and host copies: model.state_dict() named as PyTorch names it
 // (with DataParallel's "module." prefix when the run wraps the model), the momentum buffers by
 // parameter index, and the way back, with PyTorch's key and shape checks.
-// Not here: the loader's position and the loop's tallies (trainer.cpp), the file (checkpoint_file.cpp).
+// Not here: the loader's position and the loop's tallies (training_run.cpp), the file (checkpoint_file.cpp).
 #pragma once
 
 #include <string>

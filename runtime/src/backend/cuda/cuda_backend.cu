@@ -34,7 +34,7 @@
 #include "backend/pinned_pool.h"
 #include "machine/nvml_process.h"  // defines: nvml_process_memory
 #include "furnace/trace.h"
-#include "ops/cuda/cuda_ops.h"  // defines: make_cuda_ops
+#include "backend/cuda/ops/cuda_ops.h"  // defines: make_cuda_ops
 #ifdef FURNACE_WITH_NCCL
 #include "backend/cuda/nccl_comms.h"
 #endif
@@ -223,7 +223,7 @@ class CudaBackend final : public Backend, public DeviceResources {
   const GpuSpec& device_spec(int device) const override { return specs_.at(static_cast<size_t>(device)); }
   RawAllocator& raw_allocator(int device) override { return *memory_.at(static_cast<size_t>(device)); }
   bool host_accessible() const override { return false; }
-  DeviceOps* device_ops() override { return ops_.get(); }
+  OpTable& op_table() override { return *ops_; }
 
   // cudaSetDevice creates the device's primary context (CUDA 12 and later).
   void use_device(int device) override { FURNACE_CUDA_CHECK(cudaSetDevice(device)); }
@@ -466,7 +466,7 @@ class CudaBackend final : public Backend, public DeviceResources {
   std::unique_ptr<EventTrace> events_;
   CudaPinnedHost pinned_host_;
   std::unique_ptr<PinnedPool> pinned_;
-  std::unique_ptr<DeviceOps> ops_;
+  std::unique_ptr<OpTable> ops_;
   bool use_nccl_ = true;
 #ifdef FURNACE_WITH_NCCL
   std::unique_ptr<NcclComms> nccl_;

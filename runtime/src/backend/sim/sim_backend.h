@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "furnace/backend.h"
+#include "furnace/op_table.h"  // defines: OpTable, cpu_op_table
 #include "furnace/trace.h"
 
 namespace furnace {
@@ -38,6 +39,8 @@ class SimBackend : public Backend {
   int device_count() const override { return static_cast<int>(topology_.gpus.size()); }
   const GpuSpec& device_spec(int device) const override;
   RawAllocator& raw_allocator(int device) override;
+  // The CPU kernels on device memory that is host memory; the cost model is behind account_kernel.
+  OpTable& op_table() override { return cpu_op_table(); }
   bool host_accessible() const override { return true; }
   void copy(CopyKind kind, void* dst, int dst_device, const void* src, int src_device,
             size_t bytes, int stream, bool pinned) override;

@@ -22,6 +22,7 @@
 #include "backend/sim/sim_backend.h"       // defines: SimBackend
 #include "backend/sim/sim_machine_impl.h"  // defines: SimMachine::Impl
 #include "furnace/error.h"                 // defines: FURNACE_CHECK
+#include "furnace/op_table.h"              // defines: OpTable, cpu_op_table
 #include "furnace/trace.h"
 
 namespace furnace {
@@ -195,6 +196,8 @@ class ProcessBackend : public Backend {
     ready(device);
     return *memory_[static_cast<size_t>(device)];
   }
+  // The CPU kernels on device memory that is host memory; the cost model is behind account_kernel.
+  OpTable& op_table() override { return cpu_op_table(); }
   bool host_accessible() const override { return true; }
   void copy(CopyKind kind, void* dst, int dst_device, const void* src, int src_device,
             size_t bytes, int stream, bool pinned) override {

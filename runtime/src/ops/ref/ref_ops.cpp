@@ -1,7 +1,7 @@
 // ops/ref: the reference implementations. Plain loops, sums in double, written for clarity.
 #include "ops/ref/ref_ops.h"
 
-#include "ops/adamw_scalars.h"
+#include "backend/cpu/adamw_scalars.h"
 
 #include <cmath>
 #include <limits>

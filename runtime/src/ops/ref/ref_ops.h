@@ -1,5 +1,5 @@
-// ops/ref: plain loops, in double where it matters, no BLAS, no tricks: the truth the `sim` and
-// `cuda` ops are tested against. Same names and signatures as ops/sim/sim_ops.h.
+// ops/ref: plain loops, in double where it matters, no BLAS, no tricks: the truth the CPU and
+// `cuda` ops are tested against. Same names and signatures as backend/cpu/cpu_kernels.h.
 #pragma once
 
 #include <cstdint>
@@ -7,5 +7,5 @@
 #include "furnace/dtype.h"
 
 namespace furnace::ref {
-#include "ops/op_declarations.inc"
+#include "backend/cpu/kernel_declarations.inc"
 }  // namespace furnace::ref

@@ -1,0 +1,159 @@
+// furnace/backend.h: the one small interface every execution backend fills.
+// `sim` executes on the CPU and stamps a modelled GPU clock; `cuda` runs on NVIDIA GPUs. No CUDA
+// type appears here, so everything above builds with a plain C++ compiler.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "furnace/raw_allocator.h"  // defines: RawAllocator
+#include "furnace/dtype.h"
+#include "furnace/process.h"   // defines: Environment
+#include "furnace/topology.h"
+
+namespace furnace {
+
+class TraceBus;
+class OpTable;  // furnace/op_table.h: the ops every backend runs
+
+enum class CopyKind : uint8_t { h2d, d2h, d2d, peer };
+const char* copy_kind_name(CopyKind k);
+
+// The cost of one kernel, from which the sim backend models its duration.
+struct KernelCost {
+  double flops = 0;  // floating-point operations
+  double bytes = 0;  // bytes read + written in device memory
+  DType dtype = DType::f32;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // ---- required -------------------------------------------------------------------------
+  virtual const char* name() const = 0;              // "sim", "cuda"
+  virtual int device_count() const = 0;              // devices this process sees
+  virtual const GpuSpec& device_spec(int device) const = 0;
+  virtual RawAllocator& raw_allocator(int device) = 0;
+  // The ops on this backend's devices (furnace/op_table.h): the ops layer checks, calls one of
+  // them, then reports its cost through account_kernel.
+  virtual OpTable& op_table() = 0;
+  // True when device pointers can be read by the CPU (the simulator, whose device memory is host
+  // memory): the collectives then model copies whose bytes they need not move (model_copy).
+  virtual bool host_accessible() const = 0;
+  // Copies `bytes`; `pinned` says the host side is page-locked (faster, truly asynchronous).
+  virtual void copy(CopyKind kind, void* dst, int dst_device, const void* src, int src_device,
+                    size_t bytes, int stream, bool pinned) = 0;
+  virtual void memset(int device, void* ptr, int value, size_t bytes, int stream) = 0;
+
+  // ---- optional, with defaults ------------------------------------------------------------
+  // Called after an op ran on `device`/`stream`: the sim backend advances its modelled clock and
+  // emits a kernel event; a real backend records nothing here (it measures with events).
+  virtual void account_kernel(int /*device*/, int /*stream*/, const char* /*name*/,
+                              const KernelCost& /*cost*/) {}
+  // Device time in seconds (modelled for sim): the latest end of any stream on `device`.
+  virtual double device_time(int /*device*/) const { return 0; }
+  // Modelled seconds `device` has been busy so far: its kernels and copies, a peer copy counting on
+  // both ends (sim); 0 where nothing is modelled. DataParallel's per-device breakdown reads it.
+  virtual double device_busy_time(int /*device*/) const { return 0; }
+  virtual void synchronize(int /*device*/) {}
+  // Puts a copy on the modelled clock and in the trace, as copy() would, without moving its bytes,
+  // and returns true; false where nothing is modelled (a real device moves bytes in copy()). The
+  // simulator's reduce-add models its copies this way and reads the sources in place.
+  virtual bool model_copy(CopyKind /*kind*/, int /*dst_device*/, int /*src_device*/,
+                          size_t /*bytes*/, int /*stream*/, bool /*pinned*/) {
+    return false;
+  }
+
+  // ---- collectives (optional) -----------------------------------------------------------------
+  // Collectives over this process's devices (NCCL on the cuda backend), queued on each device's
+  // `stream`. collectives_available says whether they run over `devices` (distinct, at least two)
+  // for `dtype`; where not (the simulator, cuda without NCCL) the caller uses peer copies, as
+  // torch.cuda.comm does without NCCL, and the two calls below return false without doing
+  // anything. buffers[i] lives on devices[i]; every buffer holds `count` elements of `dtype`.
+  virtual bool collectives_available(const std::vector<int>& /*devices*/, DType /*dtype*/) const {
+    return false;
+  }
+  // broadcast: buffers[root]'s contents into every other buffer.
+  virtual bool broadcast(const std::vector<void*>& /*buffers*/, const std::vector<int>& /*devices*/,
+                         int /*root*/, size_t /*count*/, DType /*dtype*/, int /*stream*/) {
+    return false;
+  }
+  // reduce_sum: `result` (on devices[root]) = the elementwise sum of every buffer; result may be
+  // buffers[root] itself. The order of the additions is the library's.
+  virtual bool reduce_sum(void* /*result*/, const std::vector<const void*>& /*buffers*/,
+                          const std::vector<int>& /*devices*/, int /*root*/, size_t /*count*/,
+                          DType /*dtype*/, int /*stream*/) {
+    return false;
+  }
+
+  // ---- the process's view of the machine (optional) -----------------------------------------
+  // The first device use in this process (cuInit, PyTorch's lazy init): a backend whose devices
+  // depend on the process's environment (CUDA_VISIBLE_DEVICES) fixes them here; until then its
+  // device_count() follows the current environment. Runtime calls it before any device call other
+  // than device_count(). Default: the devices were fixed at construction.
+  virtual void initialize() {}
+  virtual bool initialized() const { return true; }
+  // The process starts working on `device` (cudaSetDevice): its CUDA context is created there the
+  // first time. Default: nothing to do.
+  virtual void use_device(int /*device*/) {}
+  // nvidia-smi's number (PCI bus order) of logical device `device`; -1 when unknown.
+  virtual int physical_index(int device) const { return device; }
+  // One line for messages: which GPUs this process sees and why ("this process sees 2 of the 4
+  // GPUs of 'workstation-4x3090': cuda:0 = GPU 2, cuda:1 = GPU 3 (CUDA_VISIBLE_DEVICES=2,3)").
+  // (Inline on purpose: a Backend member defined out of line would become its key function and
+  // tie its typeinfo to libfurnace_runtime, which libfurnace_cuda is linked before.)
+  virtual std::string describe_devices() const {
+    const int n = device_count();
+    return "this process sees " + std::to_string(n) + " device" + (n == 1 ? "" : "s");
+  }
+};
+
+// The sim backend for the GPUs of `topology`, all visible, reporting to `trace` (may be null).
+// A private machine: every GPU in topology (PCI bus) order, as with CUDA_DEVICE_ORDER=PCI_BUS_ID,
+// a CUDA context on each from the start. Several processes on one machine: furnace/sim_machine.h.
+std::unique_ptr<Backend> make_sim_backend(const Topology& topology, TraceBus* trace);
+
+// Backends by name: "sim", and "cuda" where it was built. `topology` drives the simulator.
+std::vector<std::string> available_backends();   // built backends, "cuda" first, "sim" last
+// What --backend auto means: $FURNACE_BACKEND when set ("sim" or "cuda"), else "cuda" where it was
+// built and a CUDA device is present, else "sim". Anything other than "auto" comes back unchanged.
+std::string resolve_backend_name(const std::string& name);
+bool cuda_backend_built();
+// $FURNACE_NCCL for the cuda backend's DataParallel collectives: unset, empty or "1" uses NCCL
+// where it was built, "0" peer copies; anything else is an error (a typo such as "off" would
+// otherwise leave NCCL on without a word).
+bool nccl_requested();
+int cuda_device_count();  // real CUDA devices; 0 when not built or no driver/device
+std::unique_ptr<Backend> make_backend(const std::string& name, const Topology& topology,
+                                      TraceBus* trace);
+// The same for one process with environment `env` (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER;
+// absent = not set). "sim": that process alone on a simulated `topology`, seeing the GPUs `env`
+// makes visible, fixed at its first device use. "cuda": the real driver reads the real
+// environment, so the variables present in `env` are exported first (they take effect only if
+// CUDA is not initialised yet; variables absent from `env` are left as they are).
+std::unique_ptr<Backend> make_backend(const std::string& name, const Topology& topology,
+                                      TraceBus* trace, const Environment& env);
+
+// On a real machine: the physical GPUs from NVML (PCI order, CUDA_VISIBLE_DEVICES ignored) and
+// the CUDA runtime's logical devices, matched by UUID, else by PCI bus id.
+struct HardwareDevices {
+  bool nvml_available = false;
+  std::string nvml_error;                 // why not
+  std::vector<GpuSpec> physical;          // NVML index order
+  std::vector<uint64_t> physical_used;    // bytes in use on each, all processes (NVML)
+  std::vector<int> physical_utilization;  // percent; -1 unknown
+  bool cuda_available = false;
+  std::string cuda_error;                 // why not ("this build has no CUDA backend", ...)
+  std::vector<GpuSpec> logical;           // cuda:0.. as the CUDA runtime enumerates them
+  std::vector<int> logical_to_physical;   // index into `physical`; -1 when unmatched
+};
+HardwareDevices discover_hardware_devices();
+
+// Modelled durations, shared by the sim backend and the tests.
+double model_kernel_seconds(const GpuSpec& gpu, const KernelCost& cost);
+double model_copy_seconds(double bytes, double bandwidth, double latency_s);
+
+}  // namespace furnace

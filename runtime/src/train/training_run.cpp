@@ -1,0 +1,569 @@
+// train/training_run: a Scenario as a small object. The constructor sets up (data, runtime, model,
+// optimizer, loader, DataParallel, GradScaler, and a checkpoint's state when resuming); step() is
+// one optimizer step (`accum` micro-steps of h2d -> forward under autocast -> loss -> backward of
+// loss * scale / accum, on one device or through DataParallel, then the GradScaler's unscale /
+// step / update and zero_grad); save() writes a checkpoint; finish() evaluates and reports.
+// train() at the bottom is the loop the CLI, the visualizer and the lessons run.
+// Not here: DataParallel's step (dp_training.cpp), the checkpoint format (checkpoint_*.cpp), the
+// resume checks' data (training_state.cpp).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include <zlib.h>
+
+#include "furnace/amp.h"
+#include "furnace/checkpoint.h"   // defines: Checkpoint, save_checkpoint
+#include "furnace/error.h"
+#include "furnace/host_memory.h"  // defines: estimate_host_memory, check_host_memory
+#include "furnace/loader.h"
+#include "furnace/nn.h"
+#include "furnace/scenario_options.h"  // defines: loader_options, scaler_options, autocast_dtype
+#include "furnace/topology.h"
+#include "furnace/train.h"
+#include "train/dp_training.h"     // defines: DpTraining
+#include "train/training_state.h"  // defines: capture_model, load_model_and_optimizer
+
+namespace furnace {
+namespace {
+
+constexpr int kClasses = 10;
+
+ImageDataset load_split(const Scenario& sc, const std::string& dir, const char* prefix) {
+  FURNACE_CHECK(!sc.data_dir.empty() || std::filesystem::exists(dir))
+      << "Fashion-MNIST not found in " << dir
+      << ": install it with 'apt-get install dataset-fashion-mnist', or pass --data DIR "
+         "(a small slice ships in data/fashion-mnist)";
+  return load_mnist_split(dir, prefix);
+}
+
+// transforms.Normalize with the training set's own mean and standard deviation (for
+// Fashion-MNIST 0.2860 and 0.3530), applied to both splits.
+void normalize_splits(ImageDataset& train_set, ImageDataset& test_set) {
+  double sum = 0, sq = 0;
+  for (float v : train_set.images) {
+    sum += v;
+    sq += static_cast<double>(v) * v;
+  }
+  const double n = static_cast<double>(train_set.images.size());
+  const double mean = sum / n;
+  const double stdev = std::sqrt(std::max(sq / n - mean * mean, 1e-12));
+  for (ImageDataset* ds : {&train_set, &test_set})
+    for (float& v : ds->images) v = static_cast<float>((v - mean) / stdev);
+}
+
+// Reports the span between two readings of the device clock as a training phase.
+class PhaseClock {
+ public:
+  PhaseClock(Runtime& rt, int device) : rt_(rt), device_(device) {}
+  void begin() { start_ = rt_.backend().device_time(device_); }
+  void end(const char* name, int64_t step) {
+    if (!rt_.trace().active()) return;
+    TraceEvent e;
+    e.kind = EventKind::phase;
+    e.name = name;
+    e.device = device_;
+    e.start_s = start_;
+    e.dur_s = rt_.backend().device_time(device_) - start_;
+    e.step = step;
+    rt_.trace().emit(e);
+  }
+
+ private:
+  Runtime& rt_;
+  int device_;
+  double start_ = 0;
+};
+
+// CRC32 of the training images and labels (the data's fingerprint in a checkpoint).
+uint32_t dataset_checksum(const ImageDataset& ds) {
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  auto add = [&crc](const void* data, size_t bytes) {
+    const auto* p = static_cast<const Bytef*>(data);
+    for (size_t done = 0; done < bytes;) {
+      const uInt n = static_cast<uInt>(std::min<size_t>(bytes - done, size_t{1} << 30));
+      crc = ::crc32(crc, p + done, n);
+      done += n;
+    }
+  };
+  add(ds.images.data(), ds.images.size() * sizeof(float));
+  add(ds.labels.data(), ds.labels.size() * sizeof(int32_t));
+  return static_cast<uint32_t>(crc);
+}
+
+// CRC32 of the epoch's sample order (int64 indices): the shuffle's outcome, compared on resume.
+uint32_t order_checksum(const DataLoader& loader) {
+  const std::vector<int64_t> order = loader.epoch_order();
+  std::vector<uint8_t> bytes;
+  bytes.reserve(order.size() * 8);
+  for (int64_t i : order)
+    for (int b = 0; b < 8; ++b) bytes.push_back(static_cast<uint8_t>(static_cast<uint64_t>(i) >> (8 * b)));
+  return static_cast<uint32_t>(::crc32(::crc32(0L, Z_NULL, 0), bytes.data(), static_cast<uInt>(bytes.size())));
+}
+
+std::string hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08x", v);
+  return buf;
+}
+
+// The devices a run writes tensors on, with what each simulated GPU can hold: DataParallel's
+// device_ids (device_ids[0] first; unset: every visible device), else the training device.
+std::vector<std::pair<int, uint64_t>> used_devices(Runtime& rt, const Scenario& sc) {
+  std::vector<int> ids;
+  const bool dp = sc.parallel_mode() == ParallelMode::dp;
+  if (dp && sc.device_ids) ids = *sc.device_ids;
+  else if (dp) for (int d = 0; d < rt.device_count(); ++d) ids.push_back(d);
+  else ids.push_back(sc.device);
+  std::vector<std::pair<int, uint64_t>> out;
+  for (int d : ids) {
+    if (d < 0 || d >= rt.device_count()) continue;  // DataParallel names the bad id itself
+    const GpuSpec& g = rt.backend().device_spec(d);
+    out.emplace_back(d, g.memory_bytes - std::min(g.memory_bytes, g.context_bytes));
+  }
+  return out;
+}
+
+double evaluate_accuracy(OpContext& ctx, MLP& model, const ImageDataset& test, int64_t batch) {
+  DataLoader loader(test, batch, /*shuffle=*/false, /*drop_last=*/false, 0);
+  Batch b;
+  int64_t correct = 0;
+  while (loader.next(b)) {
+    Tensor x = Tensor::empty(ctx.rt, Device::cuda(ctx.device), {b.size, b.features});
+    Tensor y = Tensor::empty(ctx.rt, Device::cuda(ctx.device), {b.size}, DType::i32);
+    ops::copy_to_device(ctx, x, b.images.data());
+    ops::copy_to_device(ctx, y, b.labels.data());
+    Tensor logits = model.forward(ctx, x);
+    correct += ops::accuracy_count(ctx, logits, y);
+    model.release_activations();  // torch.no_grad(): nothing is kept for backward
+  }
+  return test.n > 0 ? static_cast<double>(correct) / static_cast<double>(test.n) : 0.0;
+}
+
+}  // namespace
+
+// Everything a run holds, in the order it is built (and torn down in reverse: the loader's workers
+// are joined and device memory released before the runtime goes).
+struct TrainingRun::State {
+  State(const Scenario& scenario, TraceBus& bus, const CheckpointOptions& checkpoints)
+      : sc(scenario), trace(bus), ckpt(checkpoints), saving(!ckpt.path.empty()) {}
+
+  const Scenario sc;
+  TraceBus& trace;
+  const CheckpointOptions ckpt;
+  const bool saving;
+  Topology topology;
+  std::string dir;
+  ImageDataset train_set, test_set;
+  uint32_t dataset_crc = 0;
+  std::unique_ptr<Runtime> rt;
+  std::unique_ptr<MLP> model;
+  std::unique_ptr<SGD> optimizer;
+  CrossEntropyLoss criterion;
+  std::unique_ptr<ImageDatasetView> train_view;
+  std::unique_ptr<DataLoader> loader;
+  std::unique_ptr<DpTraining> dp;  // --parallel dp: model = nn.DataParallel(model, ...)
+  std::unique_ptr<GradScaler> scaler;
+  DType autocast = DType::f32;
+  std::unique_ptr<PhaseClock> phase;
+
+  TrainResult r;
+  int64_t micro_per_epoch = 0, per_epoch = 0, total = 0;
+  // The loop's position and tallies: a fresh start, or where the checkpoint left off.
+  int first_epoch = 0;
+  int64_t resume_batch = -1;  // the loader's position inside first_epoch, when resuming
+  int epoch = 0;
+  bool epoch_open = false;    // the loader is inside `epoch`
+  double loss_sum = 0;
+  int64_t in_epoch = 0;
+  int64_t start_steps = 0, start_samples = 0;
+  double clock_start = 0;
+  std::chrono::steady_clock::time_point t0;
+  Batch batch;
+
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  void note(const std::string& line) {
+    r.checkpoint_notes.push_back(line);
+    if (ckpt.on_note) ckpt.on_note(line);
+  }
+  void resume_from(const Checkpoint& c);
+  float single_micro_step(float dloss, double* accuracy);
+  void close_epoch();
+};
+
+// Checks that `c` belongs to this run (schedule, position, data, shuffle), then loads the model,
+// the optimizer, the scaler and the loop's tallies from it.
+void TrainingRun::State::resume_from(const Checkpoint& c) {
+  const std::string& path = ckpt.resume_path;
+  FURNACE_CHECK(sc.lr_schedule_mode() != LrSchedule::cosine || c.total_steps == total)
+      << "checkpoint " << path << " belongs to a run of " << c.total_steps
+      << " optimizer steps and this one has " << total << ": the cosine schedule's T_max was fixed "
+      << "when that run started (resume with its --epochs/--steps, or extend runs that use "
+         "--lr-schedule constant)";
+  FURNACE_CHECK(c.step <= total)
+      << "checkpoint " << path << " is at optimizer step " << c.step << ", past the end of this run ("
+      << total << " steps)";
+  FURNACE_CHECK(c.loader.dataset_size == train_set.n && c.loader.dataset_crc == dataset_crc)
+      << "checkpoint " << path << " was trained on other data (" << c.loader.dataset_size
+      << " images, CRC32 " << hex32(c.loader.dataset_crc) << "; " << dir << " has " << train_set.n
+      << ", CRC32 " << hex32(dataset_crc) << "): a resumed run must draw the same samples";
+  FURNACE_CHECK(c.loader.next_batch <= micro_per_epoch)
+      << "checkpoint " << path << ": loader position " << c.loader.next_batch
+      << " is past the end of an epoch of " << micro_per_epoch << " batches";
+  std::vector<std::string> notes;
+  load_model_and_optimizer(*rt, *model, *optimizer, c, dp != nullptr, ckpt.strict_keys, path, notes);
+  if (scaler->is_enabled()) {
+    try {
+      scaler->load_state_dict(c.scaler);
+    } catch (const Error& e) {
+      FURNACE_FAIL() << "checkpoint " << path << ": " << e.message();
+    }
+  }
+  first_epoch = static_cast<int>(c.loader.epoch);
+  resume_batch = c.loader.next_batch;
+  loader->start_epoch(first_epoch, resume_batch);
+  // The shuffle is a function of (seed, epoch): the same order proves the same RNG state.
+  FURNACE_CHECK(order_checksum(*loader) == c.loader.order_crc)
+      << "checkpoint " << path << ": epoch " << first_epoch << "'s sample order differs from the saved "
+      << "run's (CRC32 " << hex32(order_checksum(*loader)) << " vs " << hex32(c.loader.order_crc) << ")";
+  const RunTallies& t = c.tallies;
+  r.steps = c.step;
+  r.train_samples = t.train_samples;
+  r.skipped_steps = t.skipped_steps;
+  r.final_loss = t.last_loss;
+  r.epoch_mean_loss = t.epoch_mean_loss;
+  r.epochs = first_epoch;
+  r.resumed_from_step = c.step;
+  loss_sum = t.epoch_loss_sum;
+  in_epoch = t.steps_in_epoch;
+  note("resumed from " + path + ": optimizer step " + std::to_string(c.step) + " of " +
+       std::to_string(total) + " (epoch " + std::to_string(first_epoch + 1) + ", batch " +
+       std::to_string(resume_batch) + " of " + std::to_string(micro_per_epoch) + "), saved by " +
+       (c.saved_by == "DataParallel" ? "a DataParallel run" : "a single-device run") +
+       (scaler->is_enabled() ? ", GradScaler scale " + std::to_string(scaler->get_scale()) : std::string()));
+  for (const std::string& line : notes) note(line);
+}
+
+// One micro-step on a single device; returns the (unscaled) loss.
+float TrainingRun::State::single_micro_step(float dloss, double* accuracy) {
+  const int64_t step = r.steps;
+  const Device dev = Device::cuda(sc.device);
+  OpContext ctx{*rt, sc.device, 0};
+  phase->begin();
+  Tensor x = Tensor::empty(*rt, dev, {batch.size, batch.features});
+  Tensor y = Tensor::empty(*rt, dev, {batch.size}, DType::i32);
+  ops::copy_to_device(ctx, x, batch.images.data(), batch.pinned);
+  ops::copy_to_device(ctx, y, batch.labels.data(), batch.pinned);
+  phase->end("h2d", step);
+  phase->begin();
+  OpContext amp_ctx{*rt, sc.device, 0, autocast};
+  Tensor logits = model->forward(amp_ctx, x);
+  phase->end("forward", step);
+  phase->begin();
+  const float loss = criterion.forward(ctx, logits, y);
+  phase->end("loss", step);
+  if (sc.track_accuracy)
+    *accuracy = static_cast<double>(ops::accuracy_count(ctx, logits, y)) / static_cast<double>(batch.size);
+  phase->begin();
+  Tensor dlogits = criterion.backward(ctx, dloss);
+  model->backward(ctx, dlogits);
+  phase->end("backward", step);
+  return loss;
+}
+
+// The end of an epoch (its last batch taken, or the run stopped inside it).
+void TrainingRun::State::close_epoch() {
+  epoch_open = false;
+  r.epochs = epoch + 1;
+  if (!r.stopped) r.epoch_mean_loss.push_back(in_epoch ? static_cast<float>(loss_sum / in_epoch) : 0.0f);
+  ++epoch;
+}
+
+TrainingRun::TrainingRun(const Scenario& scenario, TraceBus& trace, const CheckpointOptions& ckpt)
+    : s_(std::make_unique<State>(scenario, trace, ckpt)) {
+  State& s = *s_;
+  const Scenario& sc = s.sc;
+  sc.validate();
+  const Checkpoint* resume = ckpt.resume;
+  FURNACE_CHECK(ckpt.save_every >= 0) << "--save-every must be at least 1 (got " << ckpt.save_every << ")";
+  s.topology = load_topology(sc.topology);
+  s.dir = sc.data_dir.empty() ? default_fashion_mnist_dir() : sc.data_dir;
+  s.train_set = load_split(sc, s.dir, "train");
+  if (sc.evaluate) s.test_set = load_split(sc, s.dir, "t10k");
+  // The data's fingerprint, as read from disk: a resumed run must see the same samples.
+  if (s.saving || resume) s.dataset_crc = dataset_checksum(s.train_set);
+  if (sc.normalize) normalize_splits(s.train_set, s.test_set);
+  FURNACE_CHECK(sc.batch <= s.train_set.n)
+      << "--batch " << sc.batch << " is larger than the training set (" << s.train_set.n
+      << " images in " << s.dir << ")";
+
+  s.rt = std::make_unique<Runtime>(make_backend(sc.backend, s.topology, &trace, sc.env), trace);
+  Runtime& rt = *s.rt;
+  rt.init();  // the first device use: CUDA_VISIBLE_DEVICES is read now ("No CUDA GPUs are available")
+  FURNACE_CHECK(sc.device < rt.device_count())
+      << "invalid device ordinal " << sc.device << ": " << rt.describe_devices() << "; inside the process "
+      << (rt.device_count() == 1 ? "only cuda:0 exists" : "only cuda:0.." + std::to_string(rt.device_count() - 1) + " exist");
+  rt.set_device(sc.device);
+  ops::set_allow_tf32(rt, sc.allow_tf32);
+  OpContext ctx{rt, sc.device, 0};
+
+  std::vector<int> sizes{s.train_set.rows * s.train_set.cols};
+  sizes.insert(sizes.end(), sc.hidden.begin(), sc.hidden.end());
+  sizes.push_back(kClasses);
+  // The simulator keeps every device's tensors in host RAM: refuse what this machine cannot hold
+  // now, rather than be killed by the kernel halfway.
+  if (rt.backend().host_accessible())
+    check_host_memory(estimate_host_memory(sc, sizes, used_devices(rt, sc), host_memory_resident(),
+                                           s.saving || resume),
+                      host_memory_available());
+  s.model = std::make_unique<MLP>(rt, sc.device, sizes);
+  s.model->init_parameters(ctx, sc.seed);
+  s.optimizer = std::make_unique<SGD>(s.model->parameters(), sc.lr, sc.momentum);
+  s.train_view = std::make_unique<ImageDatasetView>(s.train_set);
+  s.loader = std::make_unique<DataLoader>(*s.train_view, loader_options(sc));
+  if (sc.parallel_mode() == ParallelMode::dp) s.dp = std::make_unique<DpTraining>(rt, *s.model, sc);
+  s.autocast = autocast_dtype(sc);
+  s.scaler = std::make_unique<GradScaler>(scaler_options(sc));
+
+  TrainResult& r = s.r;
+  r.backend = rt.backend().name();
+  // The simulator runs `topology`; a real backend runs on the GPU it has (the topology is unused).
+  r.topology = rt.backend().host_accessible() ? s.topology.name : rt.backend().device_spec(sc.device).name;
+  r.parameters = s.model->parameter_count();
+  r.amp = sc.amp;
+  r.accum = sc.accum;
+  // Optimizer steps per epoch: every `accum` micro-batches, the last group possibly shorter.
+  s.micro_per_epoch = s.loader->num_batches();
+  s.per_epoch = (s.micro_per_epoch + sc.accum - 1) / sc.accum;
+  s.total = s.per_epoch * sc.epochs;
+  if (sc.max_steps > 0) s.total = std::min(s.total, sc.max_steps);
+
+  if (resume) s.resume_from(*resume);
+  s.start_steps = r.steps;
+  s.start_samples = r.train_samples;
+  FURNACE_CHECK(ckpt.stop_at_step < 0 || ckpt.stop_at_step > s.start_steps)
+      << "--stop-at-step " << ckpt.stop_at_step << " is not after the checkpoint's step " << s.start_steps;
+  s.epoch = s.first_epoch;
+  s.phase = std::make_unique<PhaseClock>(rt, sc.device);
+  s.clock_start = rt.backend().device_time(sc.device);
+  s.t0 = std::chrono::steady_clock::now();
+}
+
+TrainingRun::~TrainingRun() = default;
+
+bool TrainingRun::done() const {
+  const State& s = *s_;
+  return s.r.stopped || s.r.steps >= s.total || s.epoch >= s.sc.epochs;
+}
+
+int64_t TrainingRun::total_steps() const { return s_->total; }
+
+std::optional<Progress> TrainingRun::step() {
+  State& s = *s_;
+  const Scenario& sc = s.sc;
+  TrainResult& r = s.r;
+  Runtime& rt = *s.rt;
+  TraceBus& trace = s.trace;
+  while (!done()) {
+    if (!s.epoch_open) {
+      // A fresh epoch; a resumed run continues its first one where the checkpoint left off.
+      if (s.epoch != s.first_epoch || s.resume_batch < 0) {
+        s.loader->start_epoch(s.epoch);
+        s.loss_sum = 0;
+        s.in_epoch = 0;
+      }
+      s.epoch_open = true;
+    }
+    // CosineAnnealingLR with eta_min 0, T_max = total optimizer steps
+    const float lr = sc.lr_schedule_mode() == LrSchedule::cosine
+        ? static_cast<float>(0.5 * sc.lr * (1.0 + std::cos(M_PI * static_cast<double>(r.steps) / static_cast<double>(s.total))))
+        : sc.lr;
+    // Gradient accumulation: loss / accum on every micro-step, scaled by the GradScaler; the
+    // gradients stay scaled and summed until the boundary.
+    const float dloss = s.scaler->loss_scale() / (sc.accum_divide ? static_cast<float>(sc.accum) : 1.0f);
+    float loss = 0;
+    double accuracy = -1;
+    int micro = 0;
+    bool more = true;
+    for (; micro < sc.accum && (more = s.loader->next(s.batch)); ++micro) {
+      double acc = -1;
+      float l = 0;
+      if (s.dp) {
+        const DpTraining::StepResult out =
+            s.dp->micro_step(s.criterion, s.batch, dloss, s.autocast, sc.track_accuracy, r.steps);
+        acc = out.accuracy;
+        l = out.loss;
+      } else {
+        l = s.single_micro_step(dloss, &acc);
+      }
+      loss += l;
+      accuracy = acc;
+      r.train_samples += s.batch.size;
+      if (trace.active() && sc.accum > 1) {
+        TraceEvent e;
+        e.kind = EventKind::step;
+        e.name = "micro_step";
+        e.device = sc.device;
+        e.start_s = rt.backend().device_time(sc.device);
+        e.step = micro;
+        e.value = l;
+        trace.emit(e);
+      }
+    }
+    if (micro == 0) {  // the epoch ended exactly at a boundary
+      s.close_epoch();
+      continue;
+    }
+    loss /= static_cast<float>(micro);
+
+    // The boundary: scaler.step(optimizer) (unscale, inf check, maybe skip), scaler.update(),
+    // optimizer.zero_grad().
+    bool stepped = true;
+    auto optimizer_work = [&](OpContext& c) {
+      s.optimizer->lr = lr;
+      stepped = s.scaler->step(c, *s.optimizer);
+      s.scaler->update();
+      s.optimizer->zero_grad(c);
+    };
+    if (s.dp) {
+      s.dp->optimizer_phase(r.steps, optimizer_work);
+    } else {
+      OpContext ctx{rt, sc.device, 0};
+      s.phase->begin();
+      optimizer_work(ctx);
+      s.phase->end("optimizer", r.steps);
+    }
+    if (!stepped) ++r.skipped_steps;
+    if (trace.active() && s.scaler->is_enabled()) {  // GradScaler.update(): the new scale
+      TraceEvent e;
+      e.kind = EventKind::step;
+      e.name = "scaler.update";
+      e.device = sc.device;
+      e.start_s = rt.backend().device_time(sc.device);
+      e.step = r.steps;
+      e.value = s.scaler->get_scale();
+      trace.emit(e);
+    }
+
+    ++r.steps;
+    ++s.in_epoch;
+    r.final_loss = loss;
+    s.loss_sum += loss;
+    if (trace.active()) {
+      TraceEvent e;
+      e.kind = EventKind::step;
+      e.name = stepped ? "step" : "step skipped (inf/NaN gradient)";
+      e.device = sc.device;
+      e.start_s = rt.backend().device_time(sc.device);
+      e.step = r.steps;
+      e.value = loss;
+      trace.emit(e);
+    }
+    r.stopped = r.steps == s.ckpt.stop_at_step;
+    if (s.saving && ((s.ckpt.save_every > 0 && r.steps % s.ckpt.save_every == 0) || r.steps == s.total || r.stopped))
+      save();
+
+    const double t = s.elapsed();
+    const int64_t done_here = r.steps - s.start_steps;
+    Progress p;
+    p.epoch = s.epoch + 1;
+    p.epochs = sc.epochs;
+    p.step_in_epoch = s.in_epoch;
+    p.steps_per_epoch = s.per_epoch;
+    p.global_step = r.steps;
+    p.total_steps = s.total;
+    p.loss = loss;
+    p.accuracy = accuracy;
+    p.samples_per_s = t > 0 ? static_cast<double>(r.train_samples - s.start_samples) / t : 0;
+    p.eta_s = t / static_cast<double>(done_here) * static_cast<double>(s.total - r.steps);
+    p.epoch_done = s.in_epoch == s.per_epoch || r.steps == s.total;
+    p.loss_scale = s.scaler->get_scale();
+    p.skipped_steps = r.skipped_steps;
+    // The epoch ends with the run, with a stop, or when its loader has nothing left.
+    if (r.stopped || r.steps >= s.total || !more) s.close_epoch();
+    return p;
+  }
+  return std::nullopt;
+}
+
+void TrainingRun::save() {
+  State& s = *s_;
+  TrainResult& r = s.r;
+  const auto t_save = std::chrono::steady_clock::now();
+  Checkpoint c;
+  c.scenario = s.sc;
+  c.scenario.env.clear();
+  c.step = r.steps;
+  c.total_steps = s.total;
+  c.save_every = s.ckpt.save_every;
+  c.saved_by = s.dp ? "DataParallel" : "Sequential";
+  c.model = capture_model(*s.rt, *s.model, s.dp != nullptr);
+  c.momentum = capture_momentum(*s.rt, *s.optimizer);
+  c.optimizer_steps = s.optimizer->step_count();
+  c.scaler = s.scaler->state_dict();
+  // The epoch the loop is in (after the last one: one past it, with the loader at its end).
+  c.loader = {s.epoch, s.loader->position(), s.sc.seed, s.train_set.n, s.dataset_crc, order_checksum(*s.loader)};
+  c.tallies = {r.train_samples, r.skipped_steps, s.in_epoch, s.loss_sum, r.final_loss, r.epoch_mean_loss};
+  r.checkpoint_bytes = save_checkpoint(c, s.ckpt.path);
+  ++r.checkpoints_saved;
+  r.last_checkpoint_step = r.steps;
+  r.checkpoint_save_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_save).count();
+}
+
+TrainResult TrainingRun::finish() {
+  State& s = *s_;
+  const Scenario& sc = s.sc;
+  TrainResult& r = s.r;
+  Runtime& rt = *s.rt;
+  if (s.epoch_open) s.close_epoch();  // a run ended by max_steps inside an epoch
+  if (s.saving && r.last_checkpoint_step != r.steps) save();  // e.g. a run resumed at its end
+  // Resumed from a checkpoint taken at the very end: its last epoch's mean is still open.
+  if (s.ckpt.resume && r.steps == s.start_steps && s.in_epoch > 0 &&
+      static_cast<int64_t>(r.epoch_mean_loss.size()) == s.first_epoch) {
+    r.epochs = s.first_epoch + 1;
+    r.epoch_mean_loss.push_back(static_cast<float>(s.loss_sum / s.in_epoch));
+  }
+  if (r.checkpoints_saved > 0) r.checkpoint_save_s /= static_cast<double>(r.checkpoints_saved);
+  r.final_loss_scale = s.scaler->get_scale();
+  r.wall_s = s.elapsed();
+  const int64_t steps_here = r.steps - s.start_steps;
+  r.samples_per_s = r.wall_s > 0 ? static_cast<double>(r.train_samples - s.start_samples) / r.wall_s : 0;
+  r.modelled_s = s.dp ? s.dp->modelled_time() : rt.backend().device_time(sc.device);
+  r.modelled_step_s = steps_here ? (r.modelled_s - s.clock_start) / static_cast<double>(steps_here) : 0.0;
+  if (s.dp) r.dp = s.dp->report(steps_here);
+  // Evaluation runs the bare model (dp.module) where it lives (DataParallel on one device may
+  // have moved it to device_ids[0]). A run stopped at --stop-at-step is not finished: no test.
+  OpContext eval_ctx{rt, s.model->device(), 0, s.autocast};
+  if (sc.evaluate && !r.stopped) r.test_accuracy = evaluate_accuracy(eval_ctx, *s.model, s.test_set, 1000);
+
+  for (int d = 0; d < rt.device_count(); ++d) {
+    const GpuSpec& g = rt.backend().device_spec(d);
+    DeviceMemoryReport m;
+    m.device = d;
+    m.name = g.name;
+    m.capacity_bytes = g.memory_bytes;
+    // The context this process really made there (none on a device it never used), so that
+    // context + reserved is what nvidia-smi shows for it.
+    m.context_bytes = rt.backend().raw_allocator(d).process_overhead_bytes();
+    m.allocated_bytes = rt.memory_allocated(d);
+    m.reserved_bytes = rt.memory_reserved(d);
+    m.peak_allocated_bytes = rt.max_memory_allocated(d);
+    m.peak_reserved_bytes = rt.max_memory_reserved(d);
+    r.memory.push_back(m);
+  }
+  return r;
+}
+
+TrainResult train(const Scenario& sc, TraceBus& trace, const ProgressFn& on_progress,
+                  const CheckpointOptions& ckpt) {
+  TrainingRun run(sc, trace, ckpt);
+  while (std::optional<Progress> p = run.step())
+    if (on_progress) on_progress(*p);
+  return run.finish();
+}
+
+}  // namespace furnace
