@@ -20,6 +20,7 @@ class CudaBackendTest : public ::testing::Test {
 TEST_F(CudaBackendTest, EnumeratesDevicesWithSaneProperties) {
   auto backend = cuda::make_backend(nullptr);
   ASSERT_GT(backend->device_count(), 0);
+  EXPECT_EQ(backend->device_count(), cuda::device_count());  // issue 14: the backend once saw 0
   const GpuSpec& g = backend->device_spec(0);
   EXPECT_FALSE(g.name.empty());
   EXPECT_EQ(g.uuid.rfind("GPU-", 0), 0u);

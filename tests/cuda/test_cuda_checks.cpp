@@ -69,7 +69,13 @@ TEST(CudaBackendChoice, WithoutADeviceCudaIsOneClearErrorAndAutoIsTheSimulator) 
     make_backend("cuda", load_topology("laptop-4060"), nullptr);
     ADD_FAILURE() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.message(), "--backend cuda: no CUDA-capable device is detected (use --backend sim)");
+    // Why, with the driver's and the runtime's versions (no driver on the build machines).
+    const cuda::DriverStatus st = cuda::runtime_status();
+    EXPECT_NE(st.kind, cuda::DriverStatus::Kind::ok);
+    EXPECT_EQ(e.message(), "--backend cuda: " + cuda::explain(st) + "; or use --backend sim");
+    EXPECT_NE(e.message().find("driver"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("CUDA runtime: " + cuda::cuda_version_string(CUDART_VERSION)), std::string::npos)
+        << e.message();
   }
   if (saved) ::setenv("FURNACE_BACKEND", keep.c_str(), 1);
 }
@@ -81,6 +87,31 @@ TEST(CudaBackendChoice, WithADeviceAutoIsCuda) {
   ::unsetenv("FURNACE_BACKEND");
   EXPECT_EQ(resolve_backend_name("auto"), "cuda");
   if (saved) ::setenv("FURNACE_BACKEND", keep.c_str(), 1);
+}
+
+// The sorting of cudaGetDeviceCount's answer (the wording is checked through the CLI with the
+// stand-in runtime, tests/standin).
+TEST(CudaDriverStatus, NoDriverOldDriverNoDeviceAndOthersAreToldApart) {
+  using Kind = cuda::DriverStatus::Kind;
+  EXPECT_EQ(cuda::classify(true, 2, false, false, 13000, 13000), Kind::ok);
+  EXPECT_EQ(cuda::classify(true, 0, false, false, 13000, 13000), Kind::no_device);
+  EXPECT_EQ(cuda::classify(false, 0, false, true, 13000, 13000), Kind::no_device);
+  EXPECT_EQ(cuda::classify(false, 0, true, false, 0, 13000), Kind::no_driver);
+  EXPECT_EQ(cuda::classify(false, 0, true, false, 12020, 13000), Kind::old_driver);
+  EXPECT_EQ(cuda::classify(false, 0, false, false, 13000, 13000), Kind::other);
+  EXPECT_EQ(cuda::cuda_version_string(12020), "12.2");
+  EXPECT_EQ(cuda::cuda_version_string(13000), "13.0");
+  EXPECT_EQ(cuda::cuda_version_string(0), "none");
+  cuda::DriverStatus s;
+  s.kind = Kind::other;
+  s.error_name = "cudaErrorSystemDriverMismatch";
+  s.error_text = "system has unsupported display driver / cuda driver combination";
+  s.driver_version = 13000;
+  s.runtime_version = 13000;
+  EXPECT_EQ(cuda::explain(s),
+            "the CUDA runtime cannot start (cudaGetDeviceCount: system has unsupported display driver / cuda "
+            "driver combination (cudaErrorSystemDriverMismatch); driver supports CUDA 13.0, this build's CUDA "
+            "runtime: 13.0)");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "furnace/nvml.h"  // defines: query_nvml
 #include "backend/sim/sim_backend.h"
 #include "backend/sim/sim_machine_impl.h"  // defines: make_sim_process_backend
+#include "backend/cuda/nccl_timeout.h"     // declares: cuda::nccl_timeout_seconds (defined here)
 #ifdef FURNACE_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
@@ -38,6 +39,16 @@ bool nccl_requested() {
   return v == "1";
 }
 
+double cuda::nccl_timeout_seconds() {
+  const char* v = std::getenv("FURNACE_NCCL_TIMEOUT_S");
+  if (!v || !*v) return 300.0;
+  char* end = nullptr;
+  const double s = std::strtod(v, &end);
+  FURNACE_CHECK(*end == '\0' && s > 0 && s < 1e9)
+      << "FURNACE_NCCL_TIMEOUT_S='" << printable(v) << "' must be a positive number of seconds";
+  return s;
+}
+
 int cuda_device_count() {
 #ifdef FURNACE_WITH_CUDA
   return cuda::device_count();
@@ -70,9 +81,12 @@ std::unique_ptr<Backend> make_backend(const std::string& requested, const Topolo
   if (name == "sim") return make_sim_backend(topology, trace);
   if (name == "cuda") {
     (void)nccl_requested();  // checked before CUDA is touched: the same answer with or without a GPU
+    (void)cuda::nccl_timeout_seconds();
 #ifdef FURNACE_WITH_CUDA
-    FURNACE_CHECK(cuda::device_count() > 0)
-        << "--backend cuda: no CUDA-capable device is detected (use --backend sim)";
+    // No device: why (no driver, a driver older than the runtime, none visible) and what to do.
+    if (const cuda::DriverStatus s = cuda::runtime_status(); s.kind != cuda::DriverStatus::Kind::ok) {
+      FURNACE_FAIL() << "--backend cuda: " << cuda::explain(s) << "; or use --backend sim";
+    }
     return cuda::make_backend(trace, discover_hardware_devices().logical_to_physical);
 #else
     FURNACE_FAIL() << "--backend cuda: this build has no CUDA backend (nvcc was not found at "

@@ -3,10 +3,12 @@
 // the CUDA toolkit nor the driver is needed to build. Not here: CUDA's logical devices
 // (backend/cuda) and the matching of the two (backend/registry.cpp).
 #include "furnace/nvml.h"  // defines: NvmlQuery, query_nvml
+#include "machine/nvml_process.h"  // defines: nvml_process_memory
 
 #include <dlfcn.h>
 
 #include <cstring>
+#include <vector>
 
 namespace furnace {
 namespace {
@@ -25,7 +27,13 @@ struct nvmlPciInfo_t {  // the layout nvmlDeviceGetPciInfo_v3 fills
   unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
   char busId[32];
 };
+struct nvmlProcessInfo_t {  // nvmlProcessInfo_v2_t, what nvmlDeviceGetComputeRunningProcesses_v3 fills
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+  unsigned int gpuInstanceId, computeInstanceId;
+};
 constexpr unsigned kNameSize = 96, kUuidSize = 96, kVersionSize = 80;
+constexpr int kNvmlInsufficientSize = 7;
 
 struct Nvml {
   void* lib = nullptr;
@@ -115,6 +123,50 @@ NvmlQuery query_nvml() {
   n.shutdown();
   q.available = true;
   return q;
+}
+
+bool nvml_process_memory(const std::string& uuid, unsigned pid, uint64_t* used_bytes, std::string* error) {
+  auto fail = [&](const std::string& why) {
+    if (error) *error = why;
+    return false;
+  };
+  Nvml n;
+  n.lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!n.lib) return fail("libnvidia-ml.so.1 could not be loaded");
+  n.sym(n.error_string, "nvmlErrorString");
+  nvmlReturn_t (*by_uuid)(const char*, nvmlDevice_t*) = nullptr;
+  nvmlReturn_t (*processes)(nvmlDevice_t, unsigned*, nvmlProcessInfo_t*) = nullptr;
+  if (!n.sym(n.init, "nvmlInit_v2") || !n.sym(n.shutdown, "nvmlShutdown") ||
+      !n.sym(by_uuid, "nvmlDeviceGetHandleByUUID") ||
+      !n.sym(processes, "nvmlDeviceGetComputeRunningProcesses_v3"))
+    return fail("libnvidia-ml.so.1 lacks nvmlDeviceGetComputeRunningProcesses_v3 (an older driver)");
+  if (nvmlReturn_t rc = n.init(); rc != 0) return fail("nvmlInit failed: " + n.what(rc));
+  bool ok = false;
+  nvmlDevice_t dev = nullptr;
+  if (nvmlReturn_t rc = by_uuid(uuid.c_str(), &dev); rc != 0) {
+    fail("nvmlDeviceGetHandleByUUID(" + uuid + ") failed: " + n.what(rc));
+  } else {
+    unsigned count = 64;
+    std::vector<nvmlProcessInfo_t> infos(count);
+    nvmlReturn_t prc = processes(dev, &count, infos.data());
+    if (prc == kNvmlInsufficientSize) {  // more processes than room: ask again with enough
+      infos.resize(count + 8);
+      count = static_cast<unsigned>(infos.size());
+      prc = processes(dev, &count, infos.data());
+    }
+    if (prc != 0) {
+      fail("nvmlDeviceGetComputeRunningProcesses failed: " + n.what(prc));
+    } else {
+      for (unsigned i = 0; i < count && !ok; ++i)
+        if (infos[i].pid == pid) {
+          *used_bytes = infos[i].usedGpuMemory;
+          ok = true;
+        }
+      if (!ok) fail("process " + std::to_string(pid) + " holds no memory on " + uuid);
+    }
+  }
+  n.shutdown();
+  return ok;
 }
 
 }  // namespace furnace

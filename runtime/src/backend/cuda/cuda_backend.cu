@@ -15,6 +15,8 @@
 //   - d2h copies wait for the copy to land (tensor.cpu() / .item() semantics).
 #include "backend/cuda/cuda_backend.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +32,7 @@
 #include "backend/cuda/cuda_device.h"  // defines: DeviceResources
 #include "backend/cuda/event_trace.h"
 #include "backend/pinned_pool.h"
+#include "machine/nvml_process.h"  // defines: nvml_process_memory
 #include "furnace/trace.h"
 #include "backend/cuda/ops/cuda_ops.h"  // defines: make_cuda_ops
 #ifdef FURNACE_WITH_NCCL
@@ -41,7 +44,7 @@ namespace {
 
 class CudaDeviceMemory : public RawAllocator {
  public:
-  explicit CudaDeviceMemory(int device) : device_(device) {}
+  CudaDeviceMemory(int device, std::string uuid) : device_(device), uuid_(std::move(uuid)) {}
   void* raw_malloc(size_t bytes) override {
     DeviceGuard g(device_);
     void* p = nullptr;
@@ -51,11 +54,22 @@ class CudaDeviceMemory : public RawAllocator {
       return nullptr;
     }
     FURNACE_CUDA_CHECK(err);
+    malloced_ += bytes;
     return p;
   }
-  void raw_free(void* ptr, size_t) override {
+  void raw_free(void* ptr, size_t bytes) override {
     DeviceGuard g(device_);
     FURNACE_CUDA_CHECK(cudaFree(ptr));
+    malloced_ -= bytes;
+  }
+  // What NVML counts for this process on the GPU beyond what it cudaMalloc'ed: the CUDA context,
+  // the loaded kernels, cuBLAS's own workspace (PyTorch's "Including non-PyTorch memory, this
+  // process has X memory in use"). 0 where NVML cannot say (no NVML, or MIG).
+  size_t process_overhead_bytes() override {
+    uint64_t used = 0;
+    if (!nvml_process_memory(uuid_, static_cast<unsigned>(::getpid()), &used)) return 0;
+    const uint64_t mine = malloced_.load();
+    return used > mine ? static_cast<size_t>(used - mine) : 0;
   }
   void mem_get_info(size_t* free_bytes, size_t* total_bytes) override {
     DeviceGuard g(device_);
@@ -68,6 +82,8 @@ class CudaDeviceMemory : public RawAllocator {
 
  private:
   int device_;
+  std::string uuid_;
+  std::atomic<uint64_t> malloced_{0};  // bytes cudaMalloc'ed through this allocator, not yet freed
 };
 
 // Page-locked host memory and the events that say when a copy has read it (PinnedPool::Host).
@@ -160,10 +176,12 @@ class CudaBackend final : public Backend, public DeviceResources {
  public:
   CudaBackend(TraceBus* trace, std::vector<int> physical)
       : trace_(trace), physical_(std::move(physical)) {
-    const int n = device_count();
+    // The runtime's count, qualified: unqualified, `device_count()` here is this class's own
+    // (specs_.size(), still 0), which left every CUDA process with no device (issue 14).
+    const int n = ::furnace::cuda::device_count();
     for (int d = 0; d < n; ++d) {
       specs_.push_back(spec_from_properties(d));
-      memory_.push_back(std::make_unique<CudaDeviceMemory>(d));
+      memory_.push_back(std::make_unique<CudaDeviceMemory>(d, specs_.back().uuid));
       states_.push_back(std::make_unique<DeviceState>());
     }
     events_ = std::make_unique<EventTrace>(trace_, n);
@@ -473,15 +491,38 @@ std::unique_ptr<Backend> make_backend(TraceBus* trace, std::vector<int> physical
   return std::make_unique<CudaBackend>(trace, std::move(physical));
 }
 
+DriverStatus runtime_status() {
+  DriverStatus s;
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    s.error_name = cudaGetErrorName(err);
+    s.error_text = cudaGetErrorString(err);
+    cudaGetLastError();
+    n = 0;
+  }
+  s.device_count = n;
+  // Both succeed without a driver: the driver version is then 0.
+  if (cudaDriverGetVersion(&s.driver_version) != cudaSuccess) s.driver_version = 0;
+  if (cudaRuntimeGetVersion(&s.runtime_version) != cudaSuccess) s.runtime_version = CUDART_VERSION;
+  cudaGetLastError();
+  if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    s.visible_devices_set = true;
+    s.visible_devices = v;
+  }
+  s.kind = classify(err == cudaSuccess, n, err == cudaErrorInsufficientDriver, err == cudaErrorNoDevice,
+                    s.driver_version, s.runtime_version);
+  return s;
+}
+
 std::vector<GpuSpec> logical_devices(std::string* error) {
   std::vector<GpuSpec> out;
-  int n = 0;
-  if (cudaError_t err = cudaGetDeviceCount(&n); err != cudaSuccess) {
-    if (error) *error = std::string("CUDA error: ") + cudaGetErrorString(err);
-    cudaGetLastError();
+  const DriverStatus s = runtime_status();
+  if (s.kind != DriverStatus::Kind::ok) {
+    if (error) *error = explain(s);
     return out;
   }
-  for (int d = 0; d < n; ++d) out.push_back(spec_from_properties(d));
+  for (int d = 0; d < s.device_count; ++d) out.push_back(spec_from_properties(d));
   return out;
 }
 

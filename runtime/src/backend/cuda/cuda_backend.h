@@ -9,12 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/driver_status.h"  // defines: DriverStatus, explain
 #include "furnace/backend.h"
 
 namespace furnace::cuda {
 
 // Number of CUDA devices; 0 when the driver is missing or too old (any error counts as none).
 int device_count();
+// cudaGetDeviceCount's answer with the driver's and the runtime's CUDA versions: why there is no
+// device (explain(runtime_status()) is the one line to print).
+DriverStatus runtime_status();
 // `physical[d]`: nvidia-smi's number of cuda:d (from NVML, matched by UUID); empty: unknown.
 std::unique_ptr<Backend> make_backend(TraceBus* trace, std::vector<int> physical = {});
 // The devices as the CUDA runtime enumerates them (after CUDA_VISIBLE_DEVICES): name, UUID, PCI

@@ -1,9 +1,12 @@
 // NcclComms: communicators per device set, and grouped broadcast / reduce over them.
 #include "backend/cuda/nccl_comms.h"
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "backend/cuda/nccl_check.h"
+#include "backend/cuda/nccl_timeout.h"  // defines: nccl_timeout_seconds
 
 namespace furnace::cuda {
 namespace {
@@ -36,6 +39,47 @@ void grouped(size_t ranks, Fn&& enqueue) {
 
 }  // namespace
 
+void NcclComms::abort(const std::vector<int>& devices) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = comms_.find(devices);
+  if (it == comms_.end()) return;
+  for (ncclComm_t c : it->second) ncclCommAbort(c);  // frees them; a later collective makes new ones
+  comms_.erase(it);
+}
+
+void NcclComms::wait(const std::vector<int>& devices, const std::vector<cudaStream_t>& streams,
+                     const char* what) {
+  const std::vector<ncclComm_t> comms = comms_for(devices);  // a copy: abort() erases the entry
+  const double limit = nccl_timeout_seconds();
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<bool> done(streams.size(), false);
+  for (size_t pending = streams.size(); pending > 0;) {
+    for (size_t i = 0; i < streams.size(); ++i) {
+      ncclResult_t async = ncclSuccess;
+      FURNACE_NCCL_CHECK(ncclCommGetAsyncError(comms[i], &async));
+      if (async != ncclSuccess && async != ncclInProgress) {
+        abort(devices);
+        FURNACE_FAIL() << "NCCL error: " << ncclGetErrorString(async) << " (" << what << " on rank " << i
+                       << ", device " << devices[i] << ", reported by ncclCommGetAsyncError)";
+      }
+      if (done[i]) continue;
+      const cudaError_t q = cudaStreamQuery(streams[i]);
+      if (q == cudaErrorNotReady) continue;
+      FURNACE_CUDA_CHECK(q);
+      done[i] = true;
+      --pending;
+    }
+    if (pending == 0) break;
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited > limit) {
+      abort(devices);
+      FURNACE_FAIL() << "NCCL error: " << what << " over " << devices.size() << " GPUs did not finish within "
+                     << limit << " s (FURNACE_NCCL_TIMEOUT_S); its communicators were aborted";
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
 bool NcclComms::supports(DType dtype) {
   return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16 ||
          dtype == DType::i32 || dtype == DType::u8;
@@ -63,6 +107,7 @@ void NcclComms::broadcast(const std::vector<void*>& buffers, const std::vector<i
     FURNACE_NCCL_CHECK(ncclBroadcast(buffers[i], buffers[i], count, nccl_type(dtype), root, comms[i],
                                      streams[i]));
   });
+  wait(devices, streams, "ncclBroadcast");
 }
 
 void NcclComms::reduce_sum(void* result, const std::vector<const void*>& buffers,
@@ -75,6 +120,7 @@ void NcclComms::reduce_sum(void* result, const std::vector<const void*>& buffers
     FURNACE_NCCL_CHECK(ncclReduce(buffers[i], recv, count, nccl_type(dtype), ncclSum, root, comms[i],
                                   streams[i]));
   });
+  wait(devices, streams, "ncclReduce");
 }
 
 }  // namespace furnace::cuda

@@ -23,7 +23,10 @@ class NcclComms {
   NcclComms& operator=(const NcclComms&) = delete;
 
   // buffers[i] lives on devices[i] (distinct) and holds `count` elements of `dtype`; streams[i] is
-  // that device's stream. Both queue the collective on the streams and return.
+  // that device's stream. Both queue the collective on the streams, then wait for it while polling
+  // ncclCommGetAsyncError: a failed collective is an error, and one that has not finished after
+  // $FURNACE_NCCL_TIMEOUT_S seconds (default 300) aborts its communicators and is an error too,
+  // never a hang.
   void broadcast(const std::vector<void*>& buffers, const std::vector<int>& devices,
                  const std::vector<cudaStream_t>& streams, int root, size_t count, DType dtype);
   // result (on devices[root]) = sum of the buffers; result may be buffers[root].
@@ -35,6 +38,9 @@ class NcclComms {
 
  private:
   const std::vector<ncclComm_t>& comms_for(const std::vector<int>& devices);
+  // Polls until every stream has drained the collective (see above); `what` names it.
+  void abort(const std::vector<int>& devices);
+  void wait(const std::vector<int>& devices, const std::vector<cudaStream_t>& streams, const char* what);
 
   std::mutex mu_;
   std::map<std::vector<int>, std::vector<ncclComm_t>> comms_;  // by device list, rank = position

@@ -1,0 +1,628 @@
+// tests/standin/cuda_standin.cpp: a stand-in for the NVIDIA driver stack (CUDA runtime, cuBLAS and
+// NVML), built by the test suite as libfurnace_cuda_standin.so and LD_PRELOADed into the real
+// `furnace` (or into a test) so that the CUDA backend's host side runs on a machine without a GPU:
+// device discovery, the CUDA_VISIBLE_DEVICES mapping, the driver errors, out of memory at
+// cudaMalloc. It is NOT a GPU: device memory is host memory, copies are memcpy, streams and events
+// are host-synchronous, and no kernel or GEMM runs (a launch fails with cudaErrorNotSupported and a
+// line on stderr). Nothing measured under it is a GPU result.
+//
+// It exports every cudart / cuBLAS symbol the cuda backend imports (`nm -D --undefined-only
+// furnace`; the test StandinRuntime.CoversEveryCudaSymbolFurnaceImports checks it) and the NVML
+// calls of machine/nvml.cpp (the build also names it libnvidia-ml.so.1 in the same folder, which
+// nvml.cpp's dlopen finds through LD_LIBRARY_PATH).
+//
+// Configured by the environment, read once at the first call (as the driver reads
+// CUDA_VISIBLE_DEVICES once, at cuInit):
+//   FURNACE_STANDIN_GPUS=N              physical GPUs (default 1; 0: a driver and no GPU)
+//   FURNACE_STANDIN_DRIVER=ok|none|old  none: no driver installed (cudaDriverGetVersion gives 0);
+//                                       old: a driver older than this runtime (default ok)
+//   FURNACE_STANDIN_DRIVER_VERSION=V    what cudaDriverGetVersion reports (default: 13000 for ok,
+//                                       12020 for old; 0 for none)
+//   FURNACE_STANDIN_NAME=S              every GPU's name (default "NVIDIA H200 (stand-in)")
+//   FURNACE_STANDIN_MEMORY_MIB=M        each GPU's memory (default 143771, an H200's)
+//   FURNACE_STANDIN_CONTEXT_MIB=C       what a CUDA context takes on a GPU once created (default 500)
+//   CUDA_VISIBLE_DEVICES                integer ordinals and GPU-UUID prefixes, the first invalid
+//                                       entry ends the list (semantics.md section 1); an empty
+//                                       list: no device (cudaErrorNoDevice)
+// GPU i has the UUID GPU-57a4d0e0-0000-4000-8000-0000000000ii and the PCI bus id
+// 00000000:(0x18+i):00.0, so tests can name them.
+#include <cublas_api.h>
+#include <cuda_runtime_api.h>
+
+#include <cxxabi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Gpu {
+  std::string name;
+  unsigned char uuid[16];
+  int pci_bus = 0;
+  size_t total = 0;
+  size_t used = 0;        // cudaMalloc'ed bytes
+  bool context = false;   // a context exists (counted in used memory, as on a real GPU)
+};
+
+struct Machine {
+  std::once_flag once;
+  std::mutex mu;
+  enum class Driver { ok, none, old } driver = Driver::ok;
+  int driver_version = 13000;
+  size_t context_bytes = 500ull << 20;
+  std::vector<Gpu> physical;
+  std::vector<int> visible;  // logical -> physical
+  std::map<void*, std::pair<int, size_t>> allocations;  // ptr -> (logical device, bytes)
+  std::map<const void*, std::string> kernels;            // host stub -> device name
+};
+
+Machine& machine() {
+  static Machine* m = new Machine;  // never destroyed: calls may come from other destructors
+  return *m;
+}
+
+thread_local int current_device = 0;
+thread_local cudaError_t last_error = cudaSuccess;
+
+long env_long(const char* name, long fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < 0) {
+    std::fprintf(stderr, "furnace CUDA stand-in: %s='%s' is not a non-negative integer\n", name, v);
+    std::exit(2);
+  }
+  return x;
+}
+
+std::string uuid_string(const unsigned char* u) {
+  char s[64];
+  std::snprintf(s, sizeof s, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+                u[13], u[14], u[15]);
+  return s;
+}
+
+// The driver's reading of CUDA_VISIBLE_DEVICES: ordinals or GPU-UUID prefixes (matching exactly one
+// GPU), renumbered in list order; the first invalid entry ends the list. (Written apart from
+// Furnace's parser on purpose: the tests compare the two.)
+std::vector<int> parse_visible(const char* v, const std::vector<Gpu>& gpus) {
+  std::vector<int> out;
+  const int n = static_cast<int>(gpus.size());
+  if (!v) {
+    for (int i = 0; i < n; ++i) out.push_back(i);
+    return out;
+  }
+  std::string s = v;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t comma = s.find(',', pos);
+    if (comma == std::string::npos) comma = s.size();
+    std::string e = s.substr(pos, comma - pos);
+    while (!e.empty() && e.front() == ' ') e.erase(e.begin());
+    while (!e.empty() && e.back() == ' ') e.pop_back();
+    int found = -1;
+    if (e.rfind("GPU-", 0) == 0) {
+      int matches = 0;
+      for (int i = 0; i < n; ++i)
+        if (uuid_string(gpus[static_cast<size_t>(i)].uuid).rfind(e, 0) == 0) ++matches, found = i;
+      if (matches != 1) found = -1;
+    } else if (!e.empty() && std::all_of(e.begin(), e.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      const long x = std::strtol(e.c_str(), nullptr, 10);
+      if (x < n) found = static_cast<int>(x);
+    }
+    if (found < 0 || std::find(out.begin(), out.end(), found) != out.end()) break;
+    out.push_back(found);
+    pos = comma + 1;
+  }
+  return out;
+}
+
+void init_machine(Machine& m) {
+  const char* drv = std::getenv("FURNACE_STANDIN_DRIVER");
+  const std::string d = drv && *drv ? drv : "ok";
+  if (d == "ok") m.driver = Machine::Driver::ok;
+  else if (d == "none") m.driver = Machine::Driver::none;
+  else if (d == "old") m.driver = Machine::Driver::old;
+  else {
+    std::fprintf(stderr, "furnace CUDA stand-in: FURNACE_STANDIN_DRIVER='%s' must be ok, none or old\n", drv);
+    std::exit(2);
+  }
+  const long fallback = m.driver == Machine::Driver::ok ? CUDART_VERSION
+                        : m.driver == Machine::Driver::old ? 12020 : 0;
+  m.driver_version = m.driver == Machine::Driver::none
+                         ? 0 : static_cast<int>(env_long("FURNACE_STANDIN_DRIVER_VERSION", fallback));
+  m.context_bytes = static_cast<size_t>(env_long("FURNACE_STANDIN_CONTEXT_MIB", 500)) << 20;
+  const long gpus = env_long("FURNACE_STANDIN_GPUS", 1);
+  const size_t memory = static_cast<size_t>(env_long("FURNACE_STANDIN_MEMORY_MIB", 143771)) << 20;
+  const char* name = std::getenv("FURNACE_STANDIN_NAME");
+  for (long i = 0; i < gpus; ++i) {
+    Gpu g;
+    g.name = name && *name ? name : "NVIDIA H200 (stand-in)";
+    const unsigned char u[16] = {0x57, 0xa4, 0xd0, 0xe0, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0,
+                                 static_cast<unsigned char>(i)};
+    std::memcpy(g.uuid, u, 16);
+    g.pci_bus = 0x18 + static_cast<int>(i);
+    g.total = memory;
+    m.physical.push_back(g);
+  }
+  m.visible = parse_visible(std::getenv("CUDA_VISIBLE_DEVICES"), m.physical);
+}
+
+// cuInit's answer for this process: success, or why the runtime cannot start.
+cudaError_t driver_status() {
+  Machine& m = machine();
+  std::call_once(m.once, [&] { init_machine(m); });
+  if (m.driver != Machine::Driver::ok) return cudaErrorInsufficientDriver;
+  if (m.visible.empty()) return cudaErrorNoDevice;
+  return cudaSuccess;
+}
+
+cudaError_t fail(cudaError_t e) {
+  last_error = e;
+  return e;
+}
+
+#define STANDIN_INIT()                                 \
+  do {                                                 \
+    if (cudaError_t e_ = driver_status(); e_ != cudaSuccess) return fail(e_); \
+  } while (0)
+
+Gpu& logical(int device) { return machine().physical[static_cast<size_t>(machine().visible[static_cast<size_t>(device)])]; }
+bool valid(int device) { return device >= 0 && device < static_cast<int>(machine().visible.size()); }
+void touch_context(int device) {
+  std::lock_guard<std::mutex> lock(machine().mu);
+  logical(device).context = true;
+}
+
+struct Stream { int device; };
+struct Event { int device; std::chrono::steady_clock::time_point at; bool recorded = false; };
+
+}  // namespace
+
+extern "C" {
+
+// The tests and tools/gpu_check.sh look for this symbol: a process that has it is not on a GPU.
+const char* furnace_cuda_standin() { return "furnace CUDA stand-in runtime (no GPU)"; }
+
+// ---- errors and versions --------------------------------------------------------------------
+const char* cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorNotSupported: return "operation not supported";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorPeerAccessAlreadyEnabled: return "peer access is already enabled";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    default: return "unknown error";
+  }
+}
+const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorNotSupported: return "cudaErrorNotSupported";
+    default: return "cudaErrorUnknown";
+  }
+}
+cudaError_t cudaGetLastError() {
+  const cudaError_t e = last_error;
+  last_error = cudaSuccess;
+  return e;
+}
+cudaError_t cudaPeekAtLastError() { return last_error; }
+// As the real runtime: 0 when no driver is installed, and success either way.
+cudaError_t cudaDriverGetVersion(int* v) {
+  if (!v) return fail(cudaErrorInvalidValue);
+  (void)driver_status();
+  *v = machine().driver_version;
+  return cudaSuccess;
+}
+cudaError_t cudaRuntimeGetVersion(int* v) {
+  if (!v) return fail(cudaErrorInvalidValue);
+  *v = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+// ---- devices --------------------------------------------------------------------------------
+cudaError_t cudaGetDeviceCount(int* n) {
+  if (!n) return fail(cudaErrorInvalidValue);
+  *n = 0;
+  STANDIN_INIT();
+  *n = static_cast<int>(machine().visible.size());
+  return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int* d) {
+  STANDIN_INIT();
+  *d = current_device;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int d) {
+  STANDIN_INIT();
+  if (!valid(d)) return fail(cudaErrorInvalidDevice);
+  current_device = d;
+  touch_context(d);  // CUDA 12+: cudaSetDevice creates the primary context
+  return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
+  STANDIN_INIT();
+  if (!valid(d)) return fail(cudaErrorInvalidDevice);
+  std::memset(p, 0, sizeof *p);
+  const Gpu& g = logical(d);
+  std::snprintf(p->name, sizeof p->name, "%s", g.name.c_str());
+  std::memcpy(p->uuid.bytes, g.uuid, 16);
+  p->totalGlobalMem = g.total;
+  p->multiProcessorCount = 132;
+  p->major = 9;
+  p->minor = 0;
+  p->pciBusID = g.pci_bus;
+  p->pciDeviceID = 0;
+  p->pciDomainID = 0;
+  p->warpSize = 32;
+  p->maxThreadsPerBlock = 1024;
+  p->maxThreadsPerMultiProcessor = 2048;
+  p->sharedMemPerBlock = 48 << 10;
+  p->l2CacheSize = 60 << 20;
+  p->memoryBusWidth = 6144;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int d) {
+  STANDIN_INIT();
+  if (!valid(d)) return fail(cudaErrorInvalidDevice);
+  switch (a) {
+    case cudaDevAttrClockRate: *v = 1980000; break;             // kHz (H200 boost)
+    case cudaDevAttrMemoryClockRate: *v = 3201000; break;       // kHz
+    case cudaDevAttrGlobalMemoryBusWidth: *v = 6144; break;     // bits
+    case cudaDevAttrMultiProcessorCount: *v = 132; break;
+    case cudaDevAttrComputeCapabilityMajor: *v = 9; break;
+    case cudaDevAttrComputeCapabilityMinor: *v = 0; break;
+    case cudaDevAttrMaxThreadsPerBlock: *v = 1024; break;
+    case cudaDevAttrMaxThreadsPerMultiProcessor: *v = 2048; break;
+    case cudaDevAttrWarpSize: *v = 32; break;
+    default: *v = 0; break;
+  }
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize() {
+  STANDIN_INIT();
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceCanAccessPeer(int* can, int a, int b) {
+  STANDIN_INIT();
+  if (!valid(a) || !valid(b)) return fail(cudaErrorInvalidDevice);
+  *can = a != b;
+  return cudaSuccess;
+}
+cudaError_t cudaDeviceEnablePeerAccess(int, unsigned) {
+  STANDIN_INIT();
+  return cudaSuccess;
+}
+
+// ---- memory: host memory standing in for the device's -----------------------------------------
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+  STANDIN_INIT();
+  const int d = current_device;
+  touch_context(d);
+  Machine& m = machine();
+  std::lock_guard<std::mutex> lock(m.mu);
+  Gpu& g = logical(d);
+  const size_t taken = g.used + (g.context ? m.context_bytes : 0);
+  if (bytes > g.total || taken + bytes > g.total) return fail(cudaErrorMemoryAllocation);
+  void* q = std::malloc(std::max<size_t>(bytes, 1));
+  if (!q) return fail(cudaErrorMemoryAllocation);
+  g.used += bytes;
+  m.allocations[q] = {d, bytes};
+  *p = q;
+  return cudaSuccess;
+}
+cudaError_t cudaFree(void* p) {
+  STANDIN_INIT();
+  if (!p) return cudaSuccess;
+  Machine& m = machine();
+  std::lock_guard<std::mutex> lock(m.mu);
+  auto it = m.allocations.find(p);
+  if (it == m.allocations.end()) return fail(cudaErrorInvalidValue);
+  logical(it->second.first).used -= it->second.second;
+  m.allocations.erase(it);
+  std::free(p);
+  return cudaSuccess;
+}
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
+  STANDIN_INIT();
+  touch_context(current_device);
+  Machine& m = machine();
+  std::lock_guard<std::mutex> lock(m.mu);
+  const Gpu& g = logical(current_device);
+  *total = g.total;
+  *free_bytes = g.total - g.used - (g.context ? m.context_bytes : 0);
+  return cudaSuccess;
+}
+cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned) {
+  STANDIN_INIT();
+  *p = std::malloc(std::max<size_t>(bytes, 1));
+  return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+cudaError_t cudaMallocHost(void** p, size_t bytes) { return cudaHostAlloc(p, bytes, 0); }
+cudaError_t cudaFreeHost(void* p) {
+  std::free(p);
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t) {
+  STANDIN_INIT();
+  std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind k) {
+  return cudaMemcpyAsync(dst, src, bytes, k, nullptr);
+}
+cudaError_t cudaMemcpyPeerAsync(void* dst, int, const void* src, int, size_t bytes, cudaStream_t) {
+  STANDIN_INIT();
+  std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
+  STANDIN_INIT();
+  std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+
+// ---- streams and events: everything is already done when it is queued -----------------------------
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
+  STANDIN_INIT();
+  touch_context(current_device);
+  *s = reinterpret_cast<cudaStream_t>(new Stream{current_device});
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  delete reinterpret_cast<Stream*>(s);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamQuery(cudaStream_t) {
+  STANDIN_INIT();
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) {
+  STANDIN_INIT();
+  return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) {
+  STANDIN_INIT();
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
+  STANDIN_INIT();
+  *e = reinterpret_cast<cudaEvent_t>(new Event{current_device, {}, false});
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, 0); }
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete reinterpret_cast<Event*>(e);
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+  STANDIN_INIT();
+  auto* ev = reinterpret_cast<Event*>(e);
+  ev->at = std::chrono::steady_clock::now();
+  ev->recorded = true;
+  return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t) {
+  STANDIN_INIT();
+  return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t) {
+  STANDIN_INIT();
+  return cudaSuccess;
+}
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
+  STANDIN_INIT();
+  const auto* x = reinterpret_cast<Event*>(a);
+  const auto* y = reinterpret_cast<Event*>(b);
+  if (!x->recorded || !y->recorded) return fail(cudaErrorInvalidResourceHandle);
+  *ms = std::chrono::duration<float, std::milli>(y->at - x->at).count();
+  return cudaSuccess;
+}
+
+// ---- kernels: registered so launches can be named, never run ---------------------------------
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, const void*) {
+  STANDIN_INIT();
+  std::memset(a, 0, sizeof *a);
+  a->maxThreadsPerBlock = 1024;
+  a->numRegs = 32;
+  return cudaSuccess;
+}
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, const void*, int block_size,
+                                                                   size_t, unsigned) {
+  STANDIN_INIT();
+  *blocks = block_size > 0 ? std::max(1, 2048 / block_size) : 0;
+  return cudaSuccess;
+}
+void** __cudaRegisterFatBinary(void* fat) {
+  static void* handle = nullptr;
+  (void)fat;
+  return &handle;
+}
+void __cudaRegisterFatBinaryEnd(void**) {}
+void __cudaUnregisterFatBinary(void**) {}
+void __cudaRegisterVar(void**, char*, char*, const char*, int, size_t, int, int) {}
+void __cudaRegisterFunction(void**, const char* host, char*, const char* device_name, int, uint3*,
+                            uint3*, dim3*, dim3*, int*) {
+  Machine& m = machine();
+  std::lock_guard<std::mutex> lock(m.mu);
+  int status = -1;
+  char* demangled = abi::__cxa_demangle(device_name, nullptr, nullptr, &status);
+  m.kernels[host] = status == 0 && demangled ? demangled : device_name;
+  std::free(demangled);
+}
+unsigned __cudaPushCallConfiguration(dim3, dim3, size_t, struct CUstream_st*) { return 0; }
+cudaError_t __cudaPopCallConfiguration(dim3* grid, dim3* block, size_t* shared, void* stream) {
+  *grid = dim3(1);
+  *block = dim3(1);
+  *shared = 0;
+  *static_cast<cudaStream_t*>(stream) = nullptr;
+  return cudaSuccess;
+}
+cudaError_t __cudaGetKernel(cudaKernel_t* k, const void* fun) {
+  *k = reinterpret_cast<cudaKernel_t>(const_cast<void*>(fun));
+  return cudaSuccess;
+}
+static cudaError_t launch(const void* fun) {
+  STANDIN_INIT();
+  Machine& m = machine();
+  std::string name = "?";
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    if (auto it = m.kernels.find(fun); it != m.kernels.end()) name = it->second;
+  }
+  std::fprintf(stderr, "furnace CUDA stand-in: kernel %s cannot run: this is a stand-in runtime, not a GPU\n",
+               name.c_str());
+  return fail(cudaErrorNotSupported);
+}
+cudaError_t __cudaLaunchKernel(cudaKernel_t k, dim3, dim3, void**, size_t, cudaStream_t) {
+  return launch(reinterpret_cast<const void*>(k));
+}
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t k, dim3, dim3, void**, size_t, cudaStream_t) {
+  return launch(reinterpret_cast<const void*>(k));
+}
+cudaError_t cudaLaunchKernel(const void* fun, dim3, dim3, void**, size_t, cudaStream_t) { return launch(fun); }
+
+// ---- cuBLAS: handles and settings; no GEMM runs ---------------------------------------------------
+struct StandinBlas { cudaStream_t stream = nullptr; void* workspace = nullptr; size_t workspace_bytes = 0; };
+cublasStatus_t cublasCreate_v2(cublasHandle_t* h) {
+  if (driver_status() != cudaSuccess) return CUBLAS_STATUS_NOT_INITIALIZED;
+  *h = reinterpret_cast<cublasHandle_t>(new StandinBlas);
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
+  delete reinterpret_cast<StandinBlas*>(h);
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) {
+  reinterpret_cast<StandinBlas*>(h)->stream = s;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void* w, size_t bytes) {
+  auto* b = reinterpret_cast<StandinBlas*>(h);
+  b->workspace = w;
+  b->workspace_bytes = bytes;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
+const char* cublasGetStatusString(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default: return "CUBLAS_STATUS_INTERNAL_ERROR";
+  }
+}
+cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                            const void*, cudaDataType, int, const void*, cudaDataType, int, const void*,
+                            void*, cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t) {
+  std::fprintf(stderr, "furnace CUDA stand-in: cublasGemmEx cannot run: this is a stand-in runtime, not a GPU\n");
+  return CUBLAS_STATUS_NOT_SUPPORTED;
+}
+
+// ---- NVML: every physical GPU, CUDA_VISIBLE_DEVICES ignored (as the real NVML) ---------------------
+int nvmlInit_v2() {
+  (void)driver_status();
+  return machine().driver == Machine::Driver::none ? 9 /* NVML_ERROR_DRIVER_NOT_LOADED */ : 0;
+}
+int nvmlShutdown() { return 0; }
+const char* nvmlErrorString(int rc) { return rc == 9 ? "Driver Not Loaded" : rc ? "Unknown Error" : "Success"; }
+int nvmlSystemGetDriverVersion(char* buf, unsigned size) {
+  const int v = machine().driver_version;  // a driver that supports CUDA 13.0 is R580 or newer
+  std::snprintf(buf, size, "%s (stand-in, CUDA %d.%d)", v >= 13000 ? "580.00.00" : "535.00.00", v / 1000, v % 1000 / 10);
+  return 0;
+}
+int nvmlDeviceGetCount_v2(unsigned* n) {
+  *n = static_cast<unsigned>(machine().physical.size());
+  return 0;
+}
+int nvmlDeviceGetHandleByIndex_v2(unsigned i, void** h) {
+  if (i >= machine().physical.size()) return 2;  // NVML_ERROR_INVALID_ARGUMENT
+  *h = &machine().physical[i];
+  return 0;
+}
+int nvmlDeviceGetName(void* h, char* buf, unsigned size) {
+  std::snprintf(buf, size, "%s", static_cast<Gpu*>(h)->name.c_str());
+  return 0;
+}
+int nvmlDeviceGetUUID(void* h, char* buf, unsigned size) {
+  std::snprintf(buf, size, "%s", uuid_string(static_cast<Gpu*>(h)->uuid).c_str());
+  return 0;
+}
+struct StandinPciInfo {  // nvmlPciInfo_t (v3)
+  char busIdLegacy[16];
+  unsigned domain, bus, device, pciDeviceId, pciSubSystemId;
+  char busId[32];
+};
+int nvmlDeviceGetPciInfo_v3(void* h, StandinPciInfo* p) {
+  const Gpu& g = *static_cast<Gpu*>(h);
+  std::memset(p, 0, sizeof *p);
+  p->bus = static_cast<unsigned>(g.pci_bus);
+  std::snprintf(p->busId, sizeof p->busId, "00000000:%02X:00.0", g.pci_bus);
+  std::snprintf(p->busIdLegacy, sizeof p->busIdLegacy, "0000:%02X:00.0", g.pci_bus);
+  return 0;
+}
+struct StandinMemory { unsigned long long total, free, used; };
+int nvmlDeviceGetMemoryInfo(void* h, StandinMemory* mem) {
+  Machine& m = machine();
+  std::lock_guard<std::mutex> lock(m.mu);
+  const Gpu& g = *static_cast<Gpu*>(h);
+  mem->total = g.total;
+  mem->used = g.used + (g.context ? m.context_bytes : 0);
+  mem->free = mem->total - mem->used;
+  return 0;
+}
+int nvmlDeviceGetHandleByUUID(const char* uuid, void** h) {
+  for (Gpu& g : machine().physical)
+    if (uuid_string(g.uuid) == uuid) {
+      *h = &g;
+      return 0;
+    }
+  return 6;  // NVML_ERROR_NOT_FOUND
+}
+struct StandinProcessInfo { unsigned pid; unsigned long long used; unsigned gi, ci; };
+// One process, this one, once it has a context on the GPU: its context and its cudaMallocs.
+int nvmlDeviceGetComputeRunningProcesses_v3(void* h, unsigned* count, StandinProcessInfo* infos) {
+  Machine& m = machine();
+  std::lock_guard<std::mutex> lock(m.mu);
+  const Gpu& g = *static_cast<Gpu*>(h);
+  if (!g.context) {
+    *count = 0;
+    return 0;
+  }
+  if (*count < 1) {
+    *count = 1;
+    return 7;  // NVML_ERROR_INSUFFICIENT_SIZE
+  }
+  *count = 1;
+  infos[0] = {static_cast<unsigned>(getpid()), g.used + m.context_bytes, 0xFFFFFFFF, 0xFFFFFFFF};
+  return 0;
+}
+int nvmlDeviceGetUtilizationRates(void*, unsigned* util) {
+  util[0] = 0;
+  util[1] = 0;
+  return 0;
+}
+
+}  // extern "C"

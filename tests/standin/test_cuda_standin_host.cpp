@@ -1,0 +1,165 @@
+// The cuda backend's host code in-process, over the stand-in CUDA runtime: this executable re-runs
+// itself with the stand-in LD_PRELOADed (two stand-in GPUs of 1 GiB, 300 MiB of it per context),
+// then checks the backend's enumeration and properties, the caching allocator over cudaMalloc
+// (PyTorch's statistics, out of memory and recovery), mem_get_info with the context counted, and
+// that copies, memset and peer copies reach the runtime with the right bytes. The stand-in's
+// "device" memory is host memory: these are host-path results, never GPU results.
+#include <gtest/gtest.h>
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "furnace/backend.h"  // defines: make_backend, discover_hardware_devices
+#include "furnace/error.h"
+#include "furnace/topology.h"
+#include "furnace/ops.h"
+#include "furnace/runtime.h"
+
+namespace furnace {
+namespace {
+
+bool under_standin() { return dlsym(RTLD_DEFAULT, "furnace_cuda_standin") != nullptr; }
+
+class StandinHost : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // main() re-runs this executable under the stand-in; a failure to do so must not pass.
+    ASSERT_TRUE(under_standin()) << "the stand-in runtime is not loaded (LD_PRELOAD failed?)";
+  }
+};
+
+TEST_F(StandinHost, TheBackendEnumeratesTheRuntimesDevicesWithTheirProperties) {
+  const cuda::DriverStatus s = cuda::runtime_status();
+  EXPECT_EQ(s.kind, cuda::DriverStatus::Kind::ok);
+  EXPECT_EQ(s.device_count, 2);
+  EXPECT_EQ(cuda::device_count(), 2);
+  auto backend = cuda::make_backend(nullptr, {1, 0});
+  ASSERT_EQ(backend->device_count(), 2);  // issue 14: the backend saw 0 here
+  const GpuSpec& g = backend->device_spec(1);
+  EXPECT_EQ(g.name, "NVIDIA H200 (stand-in)");
+  EXPECT_EQ(g.uuid, "GPU-57a4d0e0-0000-4000-8000-000000000001");
+  EXPECT_EQ(g.pci_bus_id, "00000000:19:00.0");
+  EXPECT_EQ(g.memory_bytes, 1024ull << 20);
+  EXPECT_EQ(g.sm_count, 132);
+  EXPECT_EQ(g.compute_capability_major, 9);
+  EXPECT_EQ(backend->physical_index(0), 1);
+  EXPECT_EQ(backend->describe_devices(),
+            "this process sees 2 CUDA devices: cuda:0 = GPU 1, cuda:1 = GPU 0 (CUDA_VISIBLE_DEVICES not set)");
+}
+
+// The registry's road (what `--backend cuda` takes): the runtime's devices, each matched by UUID
+// to NVML's GPU (the stand-in answers NVML too).
+TEST_F(StandinHost, TheRegistryBuildsTheCudaBackendWithNvmlsNumbers) {
+  ASSERT_TRUE(cuda_backend_built());
+  auto backend = make_backend("cuda", load_topology("laptop-4060"), nullptr);
+  ASSERT_EQ(backend->device_count(), 2);
+  EXPECT_STREQ(backend->name(), "cuda");
+  EXPECT_EQ(backend->physical_index(0), 0);
+  EXPECT_EQ(backend->physical_index(1), 1);
+  const HardwareDevices h = discover_hardware_devices();
+  EXPECT_TRUE(h.nvml_available) << h.nvml_error;
+  EXPECT_TRUE(h.cuda_available) << h.cuda_error;
+  EXPECT_EQ(h.logical_to_physical, (std::vector<int>{0, 1}));
+}
+
+TEST_F(StandinHost, CopiesAndMemsetReachTheRuntimeWithTheRightBytes) {
+  TraceBus bus;
+  Runtime rt(cuda::make_backend(&bus), bus);
+  OpContext ctx{rt, 0, 0};
+  std::vector<float> src(4096), dst(4096, 0.0f);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i) - 7.5f;
+  Tensor t = Tensor::empty(rt, Device::cuda(0), {4096});
+  EXPECT_EQ(rt.memory_allocated(0), 16384u);
+  EXPECT_EQ(rt.memory_reserved(0), 2u << 20);
+  ops::copy_to_device(ctx, t, src.data());
+  ops::copy_to_host(ctx, dst.data(), t);
+  EXPECT_EQ(src, dst);
+  // Pinned host-to-device (the copy stream and its events), then a peer copy to cuda:1.
+  rt.backend().copy(CopyKind::h2d, t.raw(), 0, src.data() + 1, -1, 4095 * sizeof(float), 0, /*pinned=*/true);
+  Tensor u = Tensor::empty(rt, Device::cuda(1), {4096});
+  rt.backend().copy(CopyKind::peer, u.raw(), 1, t.raw(), 0, 4096 * sizeof(float), 0, false);
+  OpContext ctx1{rt, 1, 0};
+  ops::copy_to_host(ctx1, dst.data(), u);
+  for (size_t i = 0; i + 1 < src.size(); ++i) ASSERT_EQ(dst[i], src[i + 1]) << i;
+  rt.backend().memset(1, u.raw(), 0, 4096 * sizeof(float), 0);
+  ops::copy_to_host(ctx1, dst.data(), u);
+  EXPECT_EQ(dst, std::vector<float>(4096, 0.0f));
+}
+
+TEST_F(StandinHost, OutOfMemoryAtCudaMallocIsPyTorchsErrorAndTheAllocatorStaysUsable) {
+  TraceBus bus;
+  Runtime rt(cuda::make_backend(&bus), bus);
+  rt.set_device(0);
+  // 1 GiB, 300 MiB taken by the context: 800 MiB cannot be had, 600 MiB can.
+  try {
+    rt.allocator(0).allocate(800ull << 20);
+    FAIL() << "expected out of memory";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("CUDA out of memory. Tried to allocate 800.00 MiB. GPU 0 has a total "
+                                          "capacity of 1024.00 MiB of which 724.00 MiB is free.", 0),
+              0u)
+        << e.what();
+  }
+  void* p = rt.allocator(0).allocate(600ull << 20);
+  EXPECT_NE(p, nullptr);
+  EXPECT_EQ(rt.memory_reserved(0), 600ull << 20);
+  rt.allocator(0).deallocate(p);
+}
+
+// PyTorch's "Including non-PyTorch memory, this process has X memory in use" counts the CUDA
+// context: NVML's figure for this process less what it cudaMalloc'ed.
+TEST_F(StandinHost, TheProcesssMemoryInUseCountsItsCudaContext) {
+  TraceBus bus;
+  Runtime rt(cuda::make_backend(&bus), bus);
+  rt.set_device(0);
+  EXPECT_EQ(rt.backend().raw_allocator(0).process_overhead_bytes(), 300ull << 20);
+  void* p = rt.allocator(0).allocate(100ull << 20);
+  EXPECT_EQ(rt.backend().raw_allocator(0).process_overhead_bytes(), 300ull << 20);  // not the 100
+  try {
+    rt.allocator(0).allocate(700ull << 20);
+    FAIL() << "expected out of memory";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("Including non-PyTorch memory, this process has 400.00 MiB memory in use."),
+              std::string::npos)
+        << e.what();
+  }
+  rt.allocator(0).deallocate(p);
+}
+
+TEST_F(StandinHost, MemGetInfoCountsTheContext) {
+  TraceBus bus;
+  Runtime rt(cuda::make_backend(&bus), bus);
+  rt.set_device(0);  // creates the context
+  const MemInfo m = rt.mem_get_info(0);
+  EXPECT_EQ(m.total_bytes, 1024ull << 20);
+  EXPECT_EQ(m.free_bytes, 724ull << 20);
+}
+
+}  // namespace
+}  // namespace furnace
+
+// Re-run under the stand-in: LD_PRELOAD must be set before the process starts.
+int main(int argc, char** argv) {
+  if (!std::getenv("FURNACE_STANDIN_REEXEC")) {
+    ::setenv("FURNACE_STANDIN_REEXEC", "1", 1);
+    ::setenv("LD_PRELOAD", FURNACE_CUDA_STANDIN, 1);
+    const std::string lib = FURNACE_CUDA_STANDIN;  // its folder also holds libnvidia-ml.so.1
+    ::setenv("LD_LIBRARY_PATH", lib.substr(0, lib.rfind('/')).c_str(), 1);
+    ::setenv("FURNACE_STANDIN_GPUS", "2", 1);
+    ::setenv("FURNACE_STANDIN_MEMORY_MIB", "1024", 1);
+    ::setenv("FURNACE_STANDIN_CONTEXT_MIB", "300", 1);
+    ::setenv("FURNACE_STANDIN_DRIVER", "ok", 1);
+    ::unsetenv("CUDA_VISIBLE_DEVICES");
+    ::execv("/proc/self/exe", argv);
+    std::perror("test_cuda_standin_host: re-running under the stand-in runtime");
+    return 1;
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
