@@ -219,28 +219,12 @@ set_search_dirs() {
 have_header() { local d; for d in "${INC_DIRS[@]}"; do [[ -f $d/$1 ]] && { found "header $1 ($d)"; return 0; }; done; return 1; }
 have_lib() { local d n; for d in "${LIB_DIRS[@]}"; do for n in "$@"; do [[ -e $d/$n ]] && { found "library $n ($d)"; return 0; }; done; done; return 1; }
 
-# CMake 3.25.x's FindCUDAToolkit without the `TARGET CUDA::nvToolsExt AND` guard, with a CUDA 13
-# toolkit (which has no nvToolsExt library): configure fails.
-cmake_breaks_on_cuda13() {
-  local root find
-  [[ -x $NVCC ]] || return 1
-  local cuda_major; cuda_major=$("$NVCC" --version | grep -o 'release [0-9]*' | grep -o '[0-9]*$')
-  ((${cuda_major:-0} >= 13)) || return 1
-  root=$("$1" --system-information 2>/dev/null | sed -n 's/^CMAKE_ROOT "\(.*\)"$/\1/p' | sed -n 1p)
-  [[ -z $root ]] && root=$(dirname "$(readlink -f "$1")")/../share/cmake-${2%.*}
-  find=$root/Modules/FindCUDAToolkit.cmake
-  [[ -f $find ]] || return 1
-  grep -q 'set_property(TARGET CUDA::nvToolsExt PROPERTY DEPRECATION' "$find" && ! grep -q 'if(TARGET CUDA::nvToolsExt AND' "$find"
-}
-
 check_build_pieces() {  # fills MISSING (required) and MISSING_OPT
   MISSING=() MISSING_OPT=()
   local cm
   if cm=$(command -v cmake) && v=$(cmake --version 2>&1 | sed -n 's/^cmake version //p') && [[ -n $v ]]; then
     if ! version_ge "$v" 3.25; then
       missing "CMake >= 3.25 (found $v at $cm; Debian cmake, or --deps-prefix)"
-    elif cmake_breaks_on_cuda13 "$cm" "$v"; then
-      missing "a CMake whose FindCUDAToolkit works with CUDA 13: $cm ($v) sets a property on the absent CUDA::nvToolsExt and fails to configure (use --deps-prefix, whose CMake carries the fix, or CMake >= 3.26)"
     else
       found "cmake $v ($cm)"
     fi

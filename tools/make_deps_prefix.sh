@@ -46,7 +46,8 @@ ln -sf openblas-pthread/libopenblas.so.0 "$LIB/libopenblas.so.0"
 ln -sf openblas-pthread/libopenblas.so "$LIB/libopenblas.so"
 # Debian 12's CMake 3.25.1 FindCUDAToolkit sets a property on CUDA::nvToolsExt even when the
 # library was not found, and CUDA 13 ships no nvToolsExt: every configure with CUDA 13 fails
-# ("set_property could not find TARGET CUDA::nvToolsExt"). The guard later CMake releases have:
+# ("set_property could not find TARGET CUDA::nvToolsExt"). Furnace's CMakeLists.txt steps around it
+# itself; the bundled CMake also gets the guard later CMake releases have, for any other project:
 sed -i 's/^\(    if(\)CMAKE_MINIMUM_REQUIRED_VERSION VERSION_GREATER_EQUAL 3.25)$/\1TARGET CUDA::nvToolsExt AND CMAKE_MINIMUM_REQUIRED_VERSION VERSION_GREATER_EQUAL 3.25)/' \
   "$PREFIX"/usr/share/cmake-3.25/Modules/FindCUDAToolkit.cmake
 grep -q 'if(TARGET CUDA::nvToolsExt AND' "$PREFIX"/usr/share/cmake-3.25/Modules/FindCUDAToolkit.cmake ||
