@@ -202,6 +202,12 @@ TEST_F(SharedMachine, VisibleDevicesIsReadAtTheFirstDeviceUseOnly) {
 
 // ---- one process alone ------------------------------------------------------------------------
 
+TEST(ExistingOrdinals, NamesNoneOneOrTheRange) {
+  EXPECT_EQ(existing_ordinals(0), "no cuda:N exists");  // not "cuda:0..-1"
+  EXPECT_EQ(existing_ordinals(1), "only cuda:0 exists");
+  EXPECT_EQ(existing_ordinals(4), "only cuda:0..3 exist");
+}
+
 TEST(PrivateMachine, MakeSimBackendKeepsTopologyOrderAndEnvironmentBackendsFollowTheOrder) {
   const Topology mixed = topology("mixed-3090-3060");
   TraceBus bus;

@@ -361,7 +361,10 @@ StepSetup default_setup(std::string_view action) {
   else if (action == "forward") s.action = ForwardSetup{sc};
   else if (action == "train") s.action = TrainSetup{sc};
   else if (action == "memory") s.action = MemorySetup{sc};
-  else if (action == "dp-loss-trap") s.action = LossTrapSetup{sc};
+  else if (action == "dp-loss-trap") {  // DataParallel by definition: its device_ids need that mode
+    sc.parallel = "dp";
+    s.action = LossTrapSetup{sc};
+  }
   else if (action == "scaler") s.action = ScalerSetup{sc};
   else if (action == "machine") s.action = MachineSetup{sc};
   else if (action == "loader") s.action = LoaderSetup{sc};

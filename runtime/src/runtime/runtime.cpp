@@ -51,13 +51,18 @@ void Runtime::init() {
   initialized_.store(true, std::memory_order_release);
 }
 
+std::string existing_ordinals(int n) {
+  if (n <= 0) return "no cuda:N exists";
+  return n == 1 ? "only cuda:0 exists" : "only cuda:0.." + std::to_string(n - 1) + " exist";
+}
+
 void Runtime::check_ordinal(int device, const char* call) {
   init();
   const int n = device_count();
   FURNACE_CHECK(device >= 0 && device < n)
       << "CUDA error: invalid device ordinal (" << call << (*call ? "(" : "cuda:") << device
       << (*call ? ")" : "") << ": " << backend_->describe_devices() << "; inside a process "
-      << (n == 1 ? "only cuda:0 exists" : "only cuda:0.." + std::to_string(n - 1) + " exist") << ")";
+      << existing_ordinals(n) << ")";
 }
 
 CachingAllocator& Runtime::allocator(int device) {

@@ -305,7 +305,7 @@ TrainingRun::TrainingRun(const Scenario& scenario, TraceBus& trace, const Checkp
   trace.publish(process_record(rt, s.topology, sc.env));  // what the visualizer draws
   FURNACE_CHECK(sc.device < rt.device_count())
       << "invalid device ordinal " << sc.device << ": " << rt.describe_devices() << "; inside the process "
-      << (rt.device_count() == 1 ? "only cuda:0 exists" : "only cuda:0.." + std::to_string(rt.device_count() - 1) + " exist");
+      << existing_ordinals(rt.device_count());
   rt.set_device(sc.device);
   ops::set_allow_tf32(rt, sc.allow_tf32);
   OpContext ctx{rt, sc.device, 0};

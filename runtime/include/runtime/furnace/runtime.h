@@ -20,6 +20,10 @@ struct MemInfo {
   size_t total_bytes = 0;
 };
 
+// The logical devices that exist in a process that sees `n`, for error messages: "no cuda:N
+// exists", "only cuda:0 exists", "only cuda:0..3 exist".
+std::string existing_ordinals(int n);
+
 class Runtime {
  public:
   // Builds the runtime over `backend`, reporting to `trace` (which must outlive it).
