@@ -226,7 +226,7 @@ TEST(PrivateMachine, MakeSimBackendKeepsTopologyOrderAndEnvironmentBackendsFollo
 
 // ---- the article's scenarios ------------------------------------------------------------------
 
-TEST(MachineScenarios, TwoJobsUseDisjointGpusAndSmiSumsTheirMemory) {
+TEST(Stories, TwoJobsUseDisjointGpusAndSmiSumsTheirMemory) {
   const StoryResult r = run_story("two-jobs");
   ASSERT_EQ(r.parts.size(), 1u);
   const StoryPart& part = r.parts[0];
@@ -247,7 +247,7 @@ TEST(MachineScenarios, TwoJobsUseDisjointGpusAndSmiSumsTheirMemory) {
   }
 }
 
-TEST(MachineScenarios, SelectGpuShowsBothTrapsThenAFix) {
+TEST(Stories, SelectGpuShowsBothTrapsThenAFix) {
   const StoryResult r = run_story("select-gpu");
   ASSERT_EQ(r.parts.size(), 4u);
   std::string text;
@@ -284,7 +284,7 @@ TEST(MachineScenarios, SelectGpuShowsBothTrapsThenAFix) {
   for (const SmiGpu& g : launcher.smi.gpus) EXPECT_EQ(g.processes.size(), 1u) << g.index;
 }
 
-TEST(MachineScenarios, UnknownNameAndSmallMachinesAreOneLine) {
+TEST(Stories, UnknownNameAndSmallMachinesAreOneLine) {
   EXPECT_EQ(error_of([] { run_story("three-jobs"); }),
             "unknown scenario 'three-jobs' (scenarios: two-jobs, select-gpu)");
   const std::string small = error_of([] {

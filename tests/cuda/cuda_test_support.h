@@ -14,6 +14,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "furnace/ops.h"
 #include "furnace/runtime.h"
+#include "support/test_support.h"  // defines: upload, download
 
 namespace furnace::cuda_test {
 
@@ -45,40 +46,15 @@ struct CudaMachine {
   Runtime rt;
 };
 
-inline Tensor upload(Runtime& rt, int device, const std::vector<float>& v, Shape shape,
-                     DType dt = DType::f32) {
-  OpContext ctx{rt, device, 0};
-  Tensor t = Tensor::empty(rt, Device::cuda(device), std::move(shape), dt);
-  if (dt == DType::f32) {
-    ops::copy_to_device(ctx, t, v.data());
-  } else {
-    std::vector<uint16_t> bits(v.size());
-    for (size_t i = 0; i < v.size(); ++i)
-      bits[i] = dt == DType::f16 ? f32_to_f16_bits(v[i]) : f32_to_bf16_bits(v[i]);
-    ops::copy_to_device(ctx, t, bits.data());
-  }
-  return t;
-}
+// upload and download are the whole suite's (support/test_support.h); here only the raw 16-bit bits.
+using test_support::download;
+using test_support::upload;
 
 inline std::vector<uint16_t> download_bits(Runtime& rt, const Tensor& t) {
   OpContext ctx{rt, t.device().index, 0};
   std::vector<uint16_t> bits(static_cast<size_t>(t.numel()));
   ops::copy_to_host(ctx, bits.data(), t);
   return bits;
-}
-
-// Values as f32 (16-bit values converted exactly).
-inline std::vector<float> download(Runtime& rt, const Tensor& t) {
-  OpContext ctx{rt, t.device().index, 0};
-  std::vector<float> out(static_cast<size_t>(t.numel()));
-  if (t.dtype() == DType::f32) {
-    ops::copy_to_host(ctx, out.data(), t);
-    return out;
-  }
-  const std::vector<uint16_t> bits = download_bits(rt, t);
-  for (size_t i = 0; i < bits.size(); ++i)
-    out[i] = t.dtype() == DType::f16 ? f16_bits_to_f32(bits[i]) : bf16_bits_to_f32(bits[i]);
-  return out;
 }
 
 }  // namespace furnace::cuda_test
