@@ -105,17 +105,22 @@ std::vector<std::pair<int, uint64_t>> used_devices(Runtime& rt, const Scenario& 
   return out;
 }
 
-// The process this run works in, as its first device use (just now) fixed it: the driver's
-// reading of the run's environment, with the map as the backend fixed it (the simulator's
-// process agrees with the reading; a real GPU's map is its driver's, the notes are the rules').
+// The process this run works in, as its first device use (just now) fixed it: the simulator's
+// process hands over the visibility it froze; on a real GPU the rules' reading of the run's
+// environment, with the driver's map.
 ProcessRecord process_record(Runtime& rt, const Topology& topology, const Environment& env) {
   ProcessRecord p;
   p.topology = topology;
   p.environment = env;
+  if (std::optional<Visibility> frozen = rt.backend().frozen_visibility()) {  // the simulator's own
+    p.visibility = std::move(*frozen);
+    return p;
+  }
+  // The driver read the environment (cuda): the rules' reading, with the driver's map where the
+  // two disagree.
   p.visibility = resolve_visibility(topology.gpus, env);
-  std::vector<int> map;
+  std::vector<int> map, read;
   for (int d = 0; d < rt.device_count(); ++d) map.push_back(rt.backend().physical_index(d));
-  std::vector<int> read;
   for (const VisibleDevice& v : p.visibility.devices) read.push_back(v.physical_index);
   if (map != read) {
     p.visibility.devices.clear();

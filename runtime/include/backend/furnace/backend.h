@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,10 @@ class Backend {
   virtual void use_device(int /*device*/) {}
   // nvidia-smi's number (PCI bus order) of logical device `device`; -1 when unknown.
   virtual int physical_index(int device) const { return device; }
+  // The visibility this process's first device use froze (CUDA_VISIBLE_DEVICES read against the
+  // machine, with the reasons), where the backend read it itself (the simulator); nullopt where
+  // the driver did (cuda: only physical_index() is known) or before initialize().
+  virtual std::optional<Visibility> frozen_visibility() const { return std::nullopt; }
   // One line for messages: which GPUs this process sees and why ("this process sees 2 of the 4
   // GPUs of 'workstation-4x3090': cuda:0 = GPU 2, cuda:1 = GPU 3 (CUDA_VISIBLE_DEVICES=2,3)").
   // (Inline on purpose: a Backend member defined out of line would become its key function and

@@ -264,6 +264,10 @@ class ProcessBackend : public Backend {
                ? physical_[static_cast<size_t>(device)]
                : -1;
   }
+  std::optional<Visibility> frozen_visibility() const override {
+    if (!initialized()) return std::nullopt;
+    return process_.visibility();
+  }
   std::string describe_devices() const override {
     const Visibility v = process_.visibility();
     const int n = static_cast<int>(m_.topology.gpus.size());
