@@ -300,6 +300,50 @@ TEST(DeviceDispatch, DataParallelWithAndWithoutCollectivesMatchesTheSimulator) {
   EXPECT_EQ(std::count(calls.begin(), calls.end(), "reduce_sum"), 5);
 }
 
+// cuBLAS's workspace as PyTorch keeps it (issue 14): taken from the device's caching allocator
+// before the device's first GEMM, once, counted by memory_allocated, kept through empty_cache.
+TEST(GemmWorkspace, TakenFromTheCachingAllocatorBeforeTheDevicesFirstGemmAndKept) {
+  constexpr size_t kBytes = 8519680;  // PyTorch's default off Hopper (:4096:2:16:8)
+  Machine dev(true);
+  dev.fake->table().want_gemm_workspace(kBytes);
+  Runtime& rt = *dev.rt;
+  OpContext ctx{rt, 1, 0};
+  Tensor x = upload(rt, 1, random_vec(4 * 3, 1), {4, 3});
+  Tensor w = upload(rt, 1, random_vec(2 * 3, 2), {2, 3});
+  Tensor b = upload(rt, 1, random_vec(2, 3), {2});
+  Tensor y = Tensor::empty(rt, Device::cuda(1), {4, 2});
+  ops::relu_forward(ctx, x);  // not a GEMM: no workspace yet
+  const size_t tensors = rt.memory_allocated(1);
+  EXPECT_EQ(dev.fake->table().count("set_gemm_workspace"), 0u);
+  ops::linear_forward(ctx, y, x, w, b);  // the table asserts the workspace came first
+  EXPECT_EQ(rt.memory_allocated(1), tensors + kBytes);
+  Tensor dx = Tensor::empty(rt, Device::cuda(1), {4, 3});
+  Tensor dw = Tensor::empty(rt, Device::cuda(1), {2, 3});
+  Tensor db = Tensor::empty(rt, Device::cuda(1), {2});
+  const size_t before_backward = rt.memory_allocated(1);
+  ops::linear_backward(ctx, &dx, dw, db, y, x, w);
+  EXPECT_EQ(dev.fake->table().count("set_gemm_workspace"), 1u);  // once per device
+  rt.empty_cache();
+  EXPECT_EQ(rt.memory_allocated(1), before_backward) << "the workspace outlives empty_cache";
+  EXPECT_GE(rt.memory_reserved(1), kBytes);
+  EXPECT_EQ(rt.memory_allocated(0), 0u) << "no GEMM ran on cuda:0";
+}
+
+TEST(GemmWorkspace, DataParallelTakesOneOnEveryReplicasDevice) {
+  constexpr size_t kBytes = 33554432;  // PyTorch's default on Hopper
+  Machine plain(true), dev(true);
+  dev.fake->table().want_gemm_workspace(kBytes);
+  const std::vector<int> ids{0, 1, 2};
+  expect_same_run(train(dev, false, ids), train(plain, false, ids), 0.0f, 0.0f);
+  for (int d : ids) {
+    EXPECT_EQ(dev.fake->table().count("set_gemm_workspace"), 3u);
+    // The model, replicas and activations are gone with train()'s scope: what stays is the workspace.
+    EXPECT_EQ(dev.rt->memory_allocated(d), kBytes) << "cuda:" << d;
+    EXPECT_EQ(plain.rt->memory_allocated(d), 0u) << "cuda:" << d;
+  }
+  EXPECT_EQ(dev.rt->memory_allocated(3), 0u) << "cuda:3 ran no GEMM";
+}
+
 TEST(DeviceDispatch, ReduceAddUsesTheCollectiveOnlyForDistinctDevices) {
   Machine nccl(true, FakeDeviceBackend::Options{/*collectives=*/true});
   Runtime& rt = *nccl.rt;

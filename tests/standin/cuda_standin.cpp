@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -504,7 +505,17 @@ cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t k, dim3, dim3, void**, size_t, 
 cudaError_t cudaLaunchKernel(const void* fun, dim3, dim3, void**, size_t, cudaStream_t) { return launch(fun); }
 
 // ---- cuBLAS: handles and settings; no GEMM runs ---------------------------------------------------
-struct StandinBlas { cudaStream_t stream = nullptr; void* workspace = nullptr; size_t workspace_bytes = 0; };
+// workspace_set: cublasSetWorkspace since the last cublasSetStream, which puts a real handle back
+// on cuBLAS's own workspace pool; a GEMM without it would not use the caching allocator's block.
+struct StandinBlas {
+  cudaStream_t stream = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  bool workspace_set = false;
+};
+static std::atomic<size_t> g_last_gemm_workspace_bytes{0};
+// For the tests (dlsym): the workspace size the last GEMM would have run with.
+size_t furnace_standin_last_gemm_workspace_bytes() { return g_last_gemm_workspace_bytes.load(); }
 cublasStatus_t cublasCreate_v2(cublasHandle_t* h) {
   if (driver_status() != cudaSuccess) return CUBLAS_STATUS_NOT_INITIALIZED;
   *h = reinterpret_cast<cublasHandle_t>(new StandinBlas);
@@ -515,13 +526,18 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s) {
-  reinterpret_cast<StandinBlas*>(h)->stream = s;
+  auto* b = reinterpret_cast<StandinBlas*>(h);
+  b->stream = s;
+  b->workspace = nullptr;
+  b->workspace_bytes = 0;
+  b->workspace_set = false;
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void* w, size_t bytes) {
   auto* b = reinterpret_cast<StandinBlas*>(h);
   b->workspace = w;
   b->workspace_bytes = bytes;
+  b->workspace_set = true;
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasSetMathMode(cublasHandle_t, cublasMath_t) { return CUBLAS_STATUS_SUCCESS; }
@@ -534,9 +550,16 @@ const char* cublasGetStatusString(cublasStatus_t s) {
     default: return "CUBLAS_STATUS_INTERNAL_ERROR";
   }
 }
-cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
                             const void*, cudaDataType, int, const void*, cudaDataType, int, const void*,
                             void*, cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t) {
+  const auto* b = reinterpret_cast<StandinBlas*>(h);
+  if (!b->workspace_set) {
+    std::fprintf(stderr, "furnace CUDA stand-in: cublasGemmEx on cuBLAS's own workspace pool (no "
+                         "cublasSetWorkspace after the last cublasSetStream)\n");
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  g_last_gemm_workspace_bytes = b->workspace_bytes;
   std::fprintf(stderr, "furnace CUDA stand-in: cublasGemmEx cannot run: this is a stand-in runtime, not a GPU\n");
   return CUBLAS_STATUS_NOT_SUPPORTED;
 }

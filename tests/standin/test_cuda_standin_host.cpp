@@ -132,6 +132,41 @@ TEST_F(StandinHost, TheProcesssMemoryInUseCountsItsCudaContext) {
   rt.allocator(0).deallocate(p);
 }
 
+// cuBLAS's workspace as PyTorch takes it (issue 14): from the caching allocator at the device's
+// first GEMM (32 MiB on these Hopper stand-ins), and handed to the handle after every
+// cublasSetStream (the stand-in's GEMM refuses to run on cuBLAS's own pool). The GEMM itself
+// cannot run here: it reports NOT_SUPPORTED, after the workspace checks.
+TEST_F(StandinHost, CublasGetsItsWorkspaceFromTheCachingAllocatorBeforeItsFirstGemm) {
+  auto last_workspace = reinterpret_cast<size_t (*)()>(dlsym(RTLD_DEFAULT, "furnace_standin_last_gemm_workspace_bytes"));
+  ASSERT_NE(last_workspace, nullptr);
+  for (const char* config : {static_cast<const char*>(nullptr), ":16:8"}) {
+    SCOPED_TRACE(config ? config : "(default)");
+    if (config) ::setenv("CUBLAS_WORKSPACE_CONFIG", config, 1);
+    else ::unsetenv("CUBLAS_WORKSPACE_CONFIG");
+    const size_t expected = config ? 131072 : 33554432;
+    TraceBus bus;
+    Runtime rt(cuda::make_backend(&bus), bus);
+    OpContext ctx{rt, 0, 0};
+    Tensor x = Tensor::empty(rt, Device::cuda(0), {4, 3});
+    Tensor w = Tensor::empty(rt, Device::cuda(0), {2, 3});
+    Tensor dy = Tensor::empty(rt, Device::cuda(0), {4, 2});
+    Tensor dx = Tensor::empty(rt, Device::cuda(0), {4, 3});
+    Tensor dw = Tensor::empty(rt, Device::cuda(0), {2, 3});
+    Tensor db = Tensor::empty(rt, Device::cuda(0), {2});
+    const size_t tensors = rt.memory_allocated(0);
+    try {
+      ops::linear_backward(ctx, &dx, dw, db, dy, x, w);  // memsets, then the dgrad GEMM
+      FAIL() << "a GEMM ran on the stand-in";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("CUBLAS_STATUS_NOT_SUPPORTED"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(last_workspace(), expected);
+    EXPECT_EQ(rt.memory_allocated(0), tensors + expected);
+    EXPECT_EQ(rt.memory_allocated(1), 0u);
+  }
+  ::unsetenv("CUBLAS_WORKSPACE_CONFIG");
+}
+
 TEST_F(StandinHost, MemGetInfoCountsTheContext) {
   TraceBus bus;
   Runtime rt(cuda::make_backend(&bus), bus);

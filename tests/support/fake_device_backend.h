@@ -26,9 +26,21 @@ class RefOpTable : public OpTable {
   void set_allow_tf32(bool allow) override { tf32_ = allow; }
   bool allow_tf32() const override { return tf32_; }
 
+  // A GEMM library's workspace, as cuBLAS's: `bytes` asked per device; each block handed over is
+  // logged as "set_gemm_workspace@device", and every GEMM checks that its device has one.
+  void want_gemm_workspace(size_t bytes) { workspace_bytes_ = bytes; }
+  size_t gemm_workspace_bytes(int) override { return workspace_bytes_; }
+  void set_gemm_workspace(int device, void* ptr, size_t bytes) override {
+    FURNACE_ASSERT(ptr != nullptr && bytes == workspace_bytes_) << "a workspace of the size asked";
+    log("set_gemm_workspace", DeviceStream{device, 0});
+    std::lock_guard<std::mutex> lock(mu_);
+    workspaces_.insert(device);
+  }
+
   void linear_forward(DeviceStream w, void* out, const void* inp, const void* weight,
                       const void* bias, int B, int C, int OC, DType dt) override {
     log("linear_forward", w);
+    require_workspace(w);
     if (dt == DType::f32)
       ref::linear_forward(f(out), cf(inp), cf(weight), cf(bias), B, C, OC);
     else
@@ -38,6 +50,7 @@ class RefOpTable : public OpTable {
                        const void* inp, const void* weight, int B, int C, int OC, DType dt,
                        bool accumulate, Workspace& ws) override {
     log("linear_backward", w);
+    require_workspace(w);
     if (dt == DType::f32) {
       ref::linear_backward(f(dinp), dweight, dbias, cf(dout), cf(inp), cf(weight), B, C, OC, accumulate);
       return;
@@ -140,9 +153,17 @@ class RefOpTable : public OpTable {
     calls_.push_back(std::string(op) + "@" + std::to_string(w.device));
   }
 
+  void require_workspace(DeviceStream w) {
+    if (workspace_bytes_ == 0) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    FURNACE_ASSERT(workspaces_.count(w.device)) << "a GEMM on cuda:" << w.device << " before its workspace";
+  }
+
   mutable std::mutex mu_;
   std::vector<std::string> calls_;
   bool tf32_ = false;
+  size_t workspace_bytes_ = 0;
+  std::set<int> workspaces_;  // devices that were handed a workspace
 };
 
 class FakeDeviceBackend : public Backend {

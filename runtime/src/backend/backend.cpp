@@ -26,4 +26,34 @@ double model_copy_seconds(double bytes, double bandwidth, double latency_s) {
   return bytes / bandwidth + latency_s;
 }
 
+namespace {
+
+// The ring's slowest link: the lowest bandwidth and the highest latency of its hops.
+LinkSpec slowest_link(const Topology& topology, const std::vector<int>& ring) {
+  LinkSpec slowest{0, 0, LinkKind::local, 0.0, 0.0};
+  for (size_t i = 0; i < ring.size(); ++i) {
+    const LinkSpec l = topology.link_between(ring[i], ring[(i + 1) % ring.size()]);
+    if (i == 0 || l.bandwidth < slowest.bandwidth) slowest.bandwidth = l.bandwidth;
+    slowest.latency_s = std::max(slowest.latency_s, l.latency_s);
+  }
+  return slowest;
+}
+
+}  // namespace
+
+double model_ring_all_reduce_seconds(const Topology& topology, const std::vector<int>& ring, double bytes) {
+  const size_t n = ring.size();
+  if (n < 2) return 0.0;
+  const LinkSpec link = slowest_link(topology, ring);
+  const double steps = 2.0 * static_cast<double>(n - 1);
+  return steps * model_copy_seconds(bytes / static_cast<double>(n), link.bandwidth, link.latency_s);
+}
+
+double model_ring_broadcast_seconds(const Topology& topology, const std::vector<int>& ring, double bytes) {
+  const size_t n = ring.size();
+  if (n < 2) return 0.0;
+  const LinkSpec link = slowest_link(topology, ring);
+  return bytes / link.bandwidth + static_cast<double>(n - 1) * link.latency_s;
+}
+
 }  // namespace furnace

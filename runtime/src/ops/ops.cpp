@@ -39,6 +39,12 @@ class OpWorkspace final : public Workspace {
   std::vector<Tensor> blocks_;
 };
 
+// Before a GEMM on a device: the GEMM library's workspace, taken from the caching allocator at
+// the device's first one (Runtime::ensure_gemm_workspace; none on the host or the simulator).
+void gemm_workspace(OpContext& ctx) {
+  if (ctx.device >= 0) ctx.rt.ensure_gemm_workspace(ctx.device);
+}
+
 // ctx.device < 0 is the host: the ops then run on cpu tensors, with no modelled GPU time (what a
 // module does in PyTorch when no GPU is visible, e.g. DataParallel without devices).
 Device where(const OpContext& ctx) { return ctx.device < 0 ? Device::cpu() : Device::cuda(ctx.device); }
@@ -92,6 +98,7 @@ void linear_forward(OpContext& ctx, Tensor& out, const Tensor& inp, const Tensor
   FURNACE_CHECK(weight.size(1) == C && bias.size(0) == OC && out.size(0) == B && out.size(1) == OC)
       << "mat1 and mat2 shapes cannot be multiplied (" << B << "x" << C << " and "
       << weight.size(1) << "x" << OC << ")";
+  gemm_workspace(ctx);
   table(ctx).linear_forward(stream_of(ctx), out.raw(), inp.raw(), weight.raw(), bias.raw(),
                             static_cast<int>(B), static_cast<int>(C), static_cast<int>(OC), dt);
   const double e = static_cast<double>(dtype_size(dt));
@@ -118,6 +125,7 @@ void linear_backward(OpContext& ctx, Tensor* dinp, Tensor& dweight, Tensor& dbia
     require(*dinp, "grad_input", op, ctx, dt, 2);
     FURNACE_CHECK(dinp->shape() == inp.shape()) << op << ": grad_input shape " << shape_str(dinp->shape());
   }
+  gemm_workspace(ctx);
   OpWorkspace ws(ctx);
   table(ctx).linear_backward(stream_of(ctx), dinp ? dinp->raw() : nullptr, dweight.data<float>(),
                              dbias.data<float>(), dout.raw(), inp.raw(), weight.raw(),

@@ -2,6 +2,7 @@
 #include "furnace/runtime.h"
 
 #include "furnace/error.h"
+#include "furnace/op_table.h"  // defines: OpTable
 #include "furnace/tensor.h"
 
 namespace furnace {
@@ -29,6 +30,8 @@ Runtime::Runtime(std::unique_ptr<Backend> backend, TraceBus& trace)
 }
 
 Runtime::~Runtime() {
+  for (size_t d = 0; d < gemm_workspaces_.size(); ++d)
+    if (gemm_workspaces_[d]) allocators_[d]->deallocate(gemm_workspaces_[d]);
   allocators_.clear();  // segments go back to the backend while it still exists
   backend_.reset();
 }
@@ -36,6 +39,25 @@ Runtime::~Runtime() {
 void Runtime::create_allocators() {
   for (int d = 0; d < backend_->device_count(); ++d)
     allocators_.push_back(std::make_unique<CachingAllocator>(backend_->raw_allocator(d), d, &trace_));
+  gemm_workspace_ready_ = std::make_unique<std::atomic<bool>[]>(allocators_.size());
+  gemm_workspaces_.assign(allocators_.size(), nullptr);
+}
+
+void Runtime::ensure_gemm_workspace(int device) {
+  CachingAllocator& alloc = allocator(device);  // checks the ordinal (and initialises)
+  std::atomic<bool>& ready = gemm_workspace_ready_[static_cast<size_t>(device)];
+  if (ready.load(std::memory_order_acquire)) return;
+  // One lock for every device: this runs once per device, and DataParallel's replica threads
+  // (one per device) may arrive together.
+  std::lock_guard<std::mutex> lock(init_mutex_);
+  if (ready.load(std::memory_order_relaxed)) return;
+  OpTable& table = backend_->op_table();
+  if (const size_t bytes = table.gemm_workspace_bytes(device); bytes > 0) {
+    void* block = alloc.allocate(bytes);  // out of memory here is PyTorch's too, at the first GEMM
+    table.set_gemm_workspace(device, block, bytes);
+    gemm_workspaces_[static_cast<size_t>(device)] = block;
+  }
+  ready.store(true, std::memory_order_release);
 }
 
 bool Runtime::is_initialized() const { return initialized_.load(std::memory_order_acquire); }

@@ -70,6 +70,14 @@ class Backend {
     return false;
   }
 
+  // Puts `seconds` of a collective between ranks ("all_reduce", "broadcast": NCCL's kernels) on
+  // the modelled clock of (device, stream), starting no earlier than `not_before_s` (when the last
+  // rank arrived), and in the trace, and returns true; false where nothing is modelled (a real
+  // device measures its collectives). ProcessGroup calls it on every rank (process_group.h).
+  virtual bool model_collective(int /*device*/, int /*stream*/, const char* /*name*/,
+                                double /*not_before_s*/, double /*seconds*/, size_t /*bytes*/) {
+    return false;
+  }
   // ---- collectives (optional) -----------------------------------------------------------------
   // Collectives over this process's devices (NCCL on the cuda backend), queued on each device's
   // `stream`. collectives_available says whether they run over `devices` (distinct, at least two)
@@ -162,5 +170,12 @@ HardwareDevices discover_hardware_devices();
 // Modelled durations, shared by the sim backend and the tests.
 double model_kernel_seconds(const GpuSpec& gpu, const KernelCost& cost);
 double model_copy_seconds(double bytes, double bandwidth, double latency_s);
+// A collective over the ring of GPUs `ring` (topology indices, in rank order; the last sends to
+// the first), as NCCL's ring algorithm runs it: every link carries its share at once, so the
+// slowest link of the ring sets the pace. all_reduce: 2(n-1) steps (reduce-scatter, then
+// all-gather), each moving bytes/n over every link. broadcast: the buffer pipelined along the
+// chain from the root, bytes over the slowest link plus one latency per hop. One GPU: 0.
+double model_ring_all_reduce_seconds(const Topology& topology, const std::vector<int>& ring, double bytes);
+double model_ring_broadcast_seconds(const Topology& topology, const std::vector<int>& ring, double bytes);
 
 }  // namespace furnace

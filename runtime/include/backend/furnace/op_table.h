@@ -44,6 +44,14 @@ class OpTable {
   virtual void set_allow_tf32(bool /*allow*/) {}
   virtual bool allow_tf32() const { return false; }
 
+  // The GEMM library's own scratch memory on `device` (cuBLAS's workspace): how many bytes it
+  // wants for the life of the process, 0 for none (the CPU kernels). PyTorch takes it from the
+  // device's caching allocator at the device's first GEMM and never gives it back, so
+  // memory_allocated counts it; the runtime does the same (Runtime::ensure_gemm_workspace) and
+  // hands the block over here before that GEMM runs.
+  virtual size_t gemm_workspace_bytes(int /*device*/) { return 0; }
+  virtual void set_gemm_workspace(int /*device*/, void* /*ptr*/, size_t /*bytes*/) {}
+
   // out (B, OC) = inp (B, C) @ weight (OC, C)^T + bias (OC), all of dtype dt, fp32 accumulation,
   // one rounding of (product + bias) to dt.
   virtual void linear_forward(DeviceStream where, void* out, const void* inp, const void* weight,

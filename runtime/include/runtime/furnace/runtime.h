@@ -68,6 +68,13 @@ class Runtime {
   void empty_cache(int device);  // that device's cache; nothing before initialisation
   void empty_cache();            // torch.cuda.empty_cache(): every device's cache
 
+  // The GEMM library's workspace on `device` (OpTable::gemm_workspace_bytes; cuBLAS's on a GPU,
+  // none on the simulator): allocated from the device's caching allocator before the device's
+  // first GEMM, as PyTorch's getCurrentCUDABlasHandle does, and kept until the runtime ends
+  // (empty_cache does not release it). The ops call it before every GEMM; after the first it is
+  // one atomic load.
+  void ensure_gemm_workspace(int device);
+
   // Which GPUs this process sees, for messages (backend.h, Backend::describe_devices).
   std::string describe_devices() const { return backend_->describe_devices(); }
 
@@ -80,6 +87,8 @@ class Runtime {
   std::unique_ptr<Backend> backend_;
   TraceBus& trace_;
   std::vector<std::unique_ptr<CachingAllocator>> allocators_;
+  std::unique_ptr<std::atomic<bool>[]> gemm_workspace_ready_;  // per device
+  std::vector<void*> gemm_workspaces_;                         // per device; under init_mutex_
   mutable std::mutex init_mutex_;
   std::atomic<bool> initialized_{false};
   std::atomic<int> current_device_{0};

@@ -186,7 +186,7 @@ class CudaBackend final : public Backend, public DeviceResources {
     }
     events_ = std::make_unique<EventTrace>(trace_, n);
     pinned_ = std::make_unique<PinnedPool>(pinned_host_);
-    ops_ = make_cuda_ops(*this);
+    ops_ = make_cuda_ops(*this, n);
     use_nccl_ = nccl_requested();
 #ifdef FURNACE_WITH_NCCL
     nccl_ = std::make_unique<NcclComms>();

@@ -164,6 +164,14 @@ bool SimBackend::model_copy(CopyKind kind, int dst_device, int src_device, size_
   return true;
 }
 
+bool SimBackend::model_collective(int device, int stream, const char* name, double not_before_s,
+                                  double seconds, size_t bytes) {
+  device_spec(device);  // bounds check
+  const double start = advance(device, stream, not_before_s, seconds);
+  emit(EventKind::copy, name, device, stream, start, seconds, bytes, 0);
+  return true;
+}
+
 void SimBackend::memset(int device, void* ptr, int value, size_t bytes, int stream) {
   if (bytes > 0) std::memset(ptr, value, bytes);
   account_kernel(device, stream, "memset", KernelCost{0, static_cast<double>(bytes), DType::u8});

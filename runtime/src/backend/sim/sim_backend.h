@@ -51,6 +51,8 @@ class SimBackend : public Backend {
   double device_busy_time(int device) const override;
   bool model_copy(CopyKind kind, int dst_device, int src_device, size_t bytes, int stream,
                   bool pinned) override;
+  bool model_collective(int device, int stream, const char* name, double not_before_s,
+                        double seconds, size_t bytes) override;
 
   const Topology& topology() const { return topology_; }
 

@@ -213,6 +213,13 @@ class ProcessBackend : public Backend {
   void memset(int device, void* ptr, int value, size_t bytes, int stream) override {
     ready(device).memset(device, ptr, value, bytes, stream);
   }
+  bool model_collective(int device, int stream, const char* name, double not_before_s,
+                        double seconds, size_t bytes) override {
+    SimBackend& b = ready(device);
+    b.model_collective(device, stream, name, not_before_s, seconds, bytes);
+    m_.record_kernel(physical_[static_cast<size_t>(device)], seconds, b.device_time(device));
+    return true;
+  }
   void account_kernel(int device, int stream, const char* name, const KernelCost& cost) override {
     SimBackend& b = ready(device);
     b.account_kernel(device, stream, name, cost);

@@ -5,10 +5,16 @@
 #include "backend/cuda/ops/cuda_ops.h"
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/ops/amp.cuh"
+#include "backend/cuda/ops/cublas_workspace_size.h"
 #include "backend/cuda/ops/elementwise.cuh"
 #include "backend/cuda/ops/gemm.cuh"
 #include "backend/cuda/ops/launch_config.h"
@@ -54,19 +60,32 @@ struct LinearOperands {
   }
 };
 
-void linear_gemm(cublasHandle_t handle, cudaStream_t stream, const GemmPlan& plan,
-                 const LinearOperands& operands, void* C, DType ab_dt, DType c_dt, float beta,
-                 bool allow_tf32) {
-  gemm(handle, stream, plan, operands.of(plan.a), operands.of(plan.b), C, ab_dt, c_dt, 1.0f, beta,
-       allow_tf32);
-}
-
 class CudaOps final : public OpTable {
  public:
-  explicit CudaOps(DeviceResources& r) : r_(r) {}
+  CudaOps(DeviceResources& r, int device_count)
+      : r_(r), workspaces_(static_cast<size_t>(device_count)) {}
 
   void set_allow_tf32(bool allow) override { tf32_.store(allow); }
   bool allow_tf32() const override { return tf32_.load(); }
+
+  // PyTorch's size for the device's compute capability and CUBLAS_WORKSPACE_CONFIG, read when the
+  // runtime asks (once per device, before its first GEMM).
+  size_t gemm_workspace_bytes(int device) override {
+    int major = 0, minor = 0;
+    FURNACE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    FURNACE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    const char* config = std::getenv("CUBLAS_WORKSPACE_CONFIG");
+    const CublasWorkspaceSize size =
+        cublas_workspace_size(major, minor, config ? std::optional<std::string>(config) : std::nullopt);
+    if (!size.warning.empty() && !warned_.exchange(true))
+      std::fprintf(stderr, "UserWarning: %s\n", size.warning.c_str());
+    return size.bytes;
+  }
+  void set_gemm_workspace(int device, void* ptr, size_t bytes) override {
+    FURNACE_ASSERT(device >= 0 && static_cast<size_t>(device) < workspaces_.size()) << "cuda:" << device;
+    std::lock_guard<std::mutex> lock(r_.cublas_mutex(device));
+    workspaces_[static_cast<size_t>(device)] = GemmWorkspace{ptr, bytes};
+  }
 
   void linear_forward(DeviceStream w, void* out, const void* inp, const void* weight,
                       const void* bias, int B, int C, int OC, DType dt) override {
@@ -76,15 +95,14 @@ class CudaOps final : public OpTable {
     // (product + bias) is rounded to dt once.
     if (bias) broadcast_rows(on.stream, out, bias, B, OC, dt, on.max_blocks);
     std::lock_guard<std::mutex> lock(r_.cublas_mutex(w.device));
-    linear_gemm(r_.cublas(w.device), on.stream, linear_forward_plan(B, C, OC), {inp, weight, nullptr},
-                out, dt, dt, bias ? 1.0f : 0.0f, tf32_.load());
+    linear_gemm(on, linear_forward_plan(B, C, OC), {inp, weight, nullptr}, out, dt,
+                bias ? 1.0f : 0.0f, tf32_.load());
   }
 
   void linear_backward(DeviceStream w, void* dinp, float* dweight, float* dbias, const void* dout,
                        const void* inp, const void* weight, int B, int C, int OC, DType dt,
                        bool accumulate, Workspace& ws) override {
     On on(r_, w);
-    cublasHandle_t handle = r_.cublas(w.device);
     if (!accumulate) {  // the kernels below accumulate: a fresh .grad starts from zeros
       FURNACE_CUDA_CHECK(cudaMemsetAsync(dweight, 0, sizeof(float) * static_cast<size_t>(OC) * C, on.stream));
       FURNACE_CUDA_CHECK(cudaMemsetAsync(dbias, 0, sizeof(float) * static_cast<size_t>(OC), on.stream));
@@ -93,22 +111,21 @@ class CudaOps final : public OpTable {
     if (dinp) {  // dinp (B, C) = dout @ W
       ScopedSpan span(r_.events(), w.device, on.stream, w.stream, "linear_backward_dgrad");
       std::lock_guard<std::mutex> lock(r_.cublas_mutex(w.device));
-      linear_gemm(handle, on.stream, linear_dgrad_plan(B, C, OC), operands, dinp, dt, dt, 0.0f,
-                  tf32_.load());
+      linear_gemm(on, linear_dgrad_plan(B, C, OC), operands, dinp, dt, 0.0f, tf32_.load());
     }
     {  // dweight (OC, C) += dout^T @ inp
       ScopedSpan span(r_.events(), w.device, on.stream, w.stream, "linear_backward_wgrad");
       const GemmPlan plan = linear_wgrad_plan(B, C, OC);
       if (dt == DType::f32) {
         std::lock_guard<std::mutex> lock(r_.cublas_mutex(w.device));
-        linear_gemm(handle, on.stream, plan, operands, dweight, dt, dt, 1.0f, tf32_.load());
+        linear_gemm(on, plan, operands, dweight, dt, 1.0f, tf32_.load());
       } else {
         // The 16-bit gradient of autocast's weight copy, rounded to dt, then added to the master.
         const int64_t n = static_cast<int64_t>(OC) * C;
         void* grad_half = ws.get(static_cast<size_t>(n) * dtype_size(dt));
         {
           std::lock_guard<std::mutex> lock(r_.cublas_mutex(w.device));
-          linear_gemm(handle, on.stream, plan, operands, grad_half, dt, dt, 0.0f, false);
+          linear_gemm(on, plan, operands, grad_half, dt, 0.0f, false);
         }
         accumulate_half(on.stream, dweight, grad_half, n, dt, on.max_blocks);
       }
@@ -229,14 +246,25 @@ class CudaOps final : public OpTable {
   }
 
  private:
+  // One of Linear's GEMMs on on.where's device with that device's workspace; the caller holds the
+  // device's cuBLAS lock (which also guards its workspace entry). A, B and C all of dt.
+  void linear_gemm(const On& on, const GemmPlan& plan, const LinearOperands& operands, void* C,
+                   DType dt, float beta, bool allow_tf32) {
+    const int d = on.where.device;
+    gemm(r_.cublas(d), on.stream, workspaces_[static_cast<size_t>(d)], plan, operands.of(plan.a),
+         operands.of(plan.b), C, dt, dt, 1.0f, beta, allow_tf32);
+  }
+
   DeviceResources& r_;
   std::atomic<bool> tf32_{false};
+  std::atomic<bool> warned_{false};      // CUBLAS_WORKSPACE_CONFIG's warning, once
+  std::vector<GemmWorkspace> workspaces_;  // per device; each under its cuBLAS lock
 };
 
 }  // namespace
 
-std::unique_ptr<OpTable> make_cuda_ops(DeviceResources& resources) {
-  return std::make_unique<CudaOps>(resources);
+std::unique_ptr<OpTable> make_cuda_ops(DeviceResources& resources, int device_count) {
+  return std::make_unique<CudaOps>(resources, device_count);
 }
 
 }  // namespace furnace::cuda

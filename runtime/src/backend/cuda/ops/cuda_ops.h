@@ -10,6 +10,7 @@
 
 namespace furnace::cuda {
 
-std::unique_ptr<OpTable> make_cuda_ops(DeviceResources& resources);
+// `device_count`: the devices the backend enumerated (the table keeps a cuBLAS workspace for each).
+std::unique_ptr<OpTable> make_cuda_ops(DeviceResources& resources, int device_count);
 
 }  // namespace furnace::cuda

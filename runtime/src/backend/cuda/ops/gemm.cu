@@ -47,7 +47,7 @@ __global__ void bias_grad_kernel(float* dbias, const T* dout, int rows, int OC) 
 
 // ---- launchers ----------------------------------------------------------------------------------
 
-void gemm(cublasHandle_t handle, cudaStream_t stream, const GemmPlan& p, const void* A,
+void gemm(cublasHandle_t handle, cudaStream_t stream, GemmWorkspace workspace, const GemmPlan& p, const void* A,
           const void* B, void* C, DType ab_dt, DType c_dt, float alpha, float beta,
           bool allow_tf32) {
   if (p.m <= 0 || p.n <= 0) return;
@@ -61,6 +61,7 @@ void gemm(cublasHandle_t handle, cudaStream_t stream, const GemmPlan& p, const v
                                           ? CUBLAS_COMPUTE_32F_FAST_TF32
                                           : CUBLAS_COMPUTE_32F;
   FURNACE_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  FURNACE_CUBLAS_CHECK(cublasSetWorkspace(handle, workspace.ptr, workspace.bytes));
   FURNACE_CUBLAS_CHECK(cublasGemmEx(handle, p.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                                     p.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, p.m, p.n, p.k, &alpha, A,
                                     cuda_type(ab_dt), p.lda, B, cuda_type(ab_dt), p.ldb, &beta, C,

@@ -10,10 +10,18 @@
 
 namespace furnace::cuda {
 
+// The workspace a handle's GEMMs use (cuBLAS's, from the caching allocator; null and 0 for none).
+struct GemmWorkspace {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+};
+
 // C = alpha * op(A) @ op(B) + beta * C as `plan` says (column-major); A and B of ab_dt, C of c_dt.
-// The caller holds the handle's lock. An empty output launches nothing; k == 0 leaves beta * C
-// (zero-filled when beta is 0).
-void gemm(cublasHandle_t handle, cudaStream_t stream, const GemmPlan& plan, const void* A,
+// The caller holds the handle's lock. The handle gets `stream`, then `workspace` (cublasSetStream
+// puts a handle back on cuBLAS's own workspace pool, so it is set again after every stream change,
+// as PyTorch does). An empty output launches nothing; k == 0 leaves beta * C (zero-filled when
+// beta is 0).
+void gemm(cublasHandle_t handle, cudaStream_t stream, GemmWorkspace workspace, const GemmPlan& plan, const void* A,
           const void* B, void* C, DType ab_dt, DType c_dt, float alpha, float beta,
           bool allow_tf32);
 

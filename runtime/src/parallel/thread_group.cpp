@@ -1,0 +1,226 @@
+// parallel/thread_group: a ProcessGroup whose ranks are threads of this process (process_group.h).
+// Each collective is a rendezvous: every rank leaves what it brings (its bytes, readable on the
+// host, and when its device is ready), the last to arrive checks that all brought the same
+// collective, computes the result once on the host and wakes the others; each rank then writes
+// the result into its own tensor and puts the collective on its device clock, from the moment
+// the last rank arrived.
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "furnace/backend.h"
+#include "furnace/error.h"
+#include "furnace/process_group.h"
+
+namespace furnace {
+namespace {
+
+enum class Collective { all_reduce, broadcast, barrier };
+
+const char* collective_name(Collective c) {
+  switch (c) {
+    case Collective::all_reduce: return "all_reduce";
+    case Collective::broadcast: return "broadcast";
+    case Collective::barrier: return "barrier";
+  }
+  return "?";
+}
+
+// What one rank brings to a collective.
+struct Arrival {
+  Collective what = Collective::barrier;
+  int64_t numel = 0;
+  DType dtype = DType::f32;
+  int root = 0;
+  const float* bytes = nullptr;  // host-readable: the device memory itself, or a staged copy
+  double ready_s = 0;            // its device clock when it arrived (0 where unmodelled)
+  int physical = -1;             // its GPU in the topology; -1: none
+};
+
+// The state the ranks of one group share.
+class Rendezvous {
+ public:
+  Rendezvous(int size, ThreadGroupOptions options)
+      : size_(size), options_(options), arrivals_(static_cast<size_t>(size)) {}
+
+  int size() const { return size_; }
+  const ThreadGroupOptions& options() const { return options_; }
+
+  // What the last rank computed for everyone.
+  struct Outcome {
+    std::vector<float> values;  // the reduced or broadcast values
+    double start_s = 0;         // the latest ready_s: when the collective can start
+    double seconds = 0;         // its modelled duration (0: nothing modelled)
+  };
+
+  // Rank `rank` arrives with `a`; returns once every rank has arrived, with the outcome (valid
+  // until this rank's next call). Throws furnace::Error on every rank when the ranks disagree, and
+  // on a rank that waits longer than the timeout (the group is then broken for everyone).
+  const Outcome& arrive(int rank, const Arrival& a) {
+    std::unique_lock<std::mutex> lock(mu_);
+    FURNACE_CHECK(broken_.empty()) << broken_;
+    const uint64_t generation = generation_;
+    arrivals_[static_cast<size_t>(rank)] = a;
+    if (++arrived_ == size_) {
+      error_ = mismatch();
+      if (error_.empty()) compute();
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+    } else if (!cv_.wait_for(lock, options_.timeout, [&] { return generation_ != generation || !broken_.empty(); })) {
+      broken_ = "ProcessGroup (threads): rank " + std::to_string(rank) + " waited " +
+                std::to_string(options_.timeout.count()) + " ms in " + collective_name(a.what) +
+                " for the other ranks; " + std::to_string(arrived_) + " of " + std::to_string(size_) +
+                " arrived (a rank that stopped, or ranks calling different collectives)";
+      cv_.notify_all();
+      FURNACE_CHECK(false) << broken_;
+    }
+    FURNACE_CHECK(broken_.empty() || generation_ != generation) << broken_;
+    FURNACE_CHECK(error_.empty()) << error_;
+    return outcome_;
+  }
+
+ private:
+  // Every rank must bring the same collective with the same size, dtype and root.
+  std::string mismatch() const {
+    const Arrival& first = arrivals_[0];
+    for (int r = 1; r < size_; ++r) {
+      const Arrival& a = arrivals_[static_cast<size_t>(r)];
+      std::ostringstream s;
+      if (a.what != first.what)
+        s << "rank 0 called " << collective_name(first.what) << ", rank " << r << " called " << collective_name(a.what);
+      else if (a.numel != first.numel || a.dtype != first.dtype)
+        s << collective_name(a.what) << ": rank 0 passed " << first.numel << " " << dtype_name(first.dtype)
+          << " elements, rank " << r << " passed " << a.numel << " " << dtype_name(a.dtype) << " elements";
+      else if (a.root != first.root)
+        s << "broadcast: rank 0 named root " << first.root << ", rank " << r << " named root " << a.root;
+      if (!s.str().empty()) return "ProcessGroup (threads): every rank must call the same collective: " + s.str();
+    }
+    return {};
+  }
+
+  void compute() {
+    const Arrival& first = arrivals_[0];
+    const size_t n = static_cast<size_t>(first.numel);
+    outcome_.start_s = 0;
+    for (const Arrival& a : arrivals_) outcome_.start_s = std::max(outcome_.start_s, a.ready_s);
+    if (first.what == Collective::all_reduce) {
+      outcome_.values.assign(arrivals_[0].bytes, arrivals_[0].bytes + n);
+      for (size_t r = 1; r < arrivals_.size(); ++r)  // rank order: ((t0 + t1) + t2) + ...
+        for (size_t i = 0; i < n; ++i) outcome_.values[i] += arrivals_[r].bytes[i];
+    } else if (first.what == Collective::broadcast) {
+      const float* src = arrivals_[static_cast<size_t>(first.root)].bytes;
+      outcome_.values.assign(src, src + n);
+    }
+    outcome_.seconds = 0;
+    std::vector<int> ring;
+    for (const Arrival& a : arrivals_) ring.push_back(a.physical);
+    const bool modelled = options_.topology != nullptr &&
+                          std::none_of(ring.begin(), ring.end(), [](int p) { return p < 0; });
+    if (modelled) {
+      const double bytes = static_cast<double>(n * sizeof(float));
+      // A barrier is an all_reduce of one element (c10d's barrier on NCCL).
+      outcome_.seconds = first.what == Collective::broadcast
+                             ? model_ring_broadcast_seconds(*options_.topology, ring, bytes)
+                             : model_ring_all_reduce_seconds(*options_.topology, ring,
+                                                             first.what == Collective::barrier ? 4.0 : bytes);
+    }
+  }
+
+  const int size_;
+  const ThreadGroupOptions options_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t generation_ = 0;
+  int arrived_ = 0;
+  std::vector<Arrival> arrivals_;
+  Outcome outcome_;
+  std::string error_;   // the last collective's mismatch, for every rank of it
+  std::string broken_;  // a timeout: every later call fails too
+};
+
+class ThreadProcessGroup final : public ProcessGroup {
+ public:
+  ThreadProcessGroup(std::shared_ptr<Rendezvous> rendezvous, int rank)
+      : rendezvous_(std::move(rendezvous)), rank_(rank) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return rendezvous_->size(); }
+  std::string backend_name() const override { return "threads"; }
+
+  void all_reduce(OpContext& ctx, Tensor& t, ReduceOp) override {
+    run(ctx, t, Collective::all_reduce, 0);
+  }
+  void broadcast(OpContext& ctx, Tensor& t, int root) override {
+    FURNACE_CHECK(root >= 0 && root < size())
+        << "broadcast: root " << root << " is not a rank of this group of " << size();
+    run(ctx, t, Collective::broadcast, root);
+  }
+  void barrier() override {
+    Arrival a;
+    a.what = Collective::barrier;
+    rendezvous_->arrive(rank_, a);
+  }
+
+ private:
+  void run(OpContext& ctx, Tensor& t, Collective what, int root) {
+    const char* name = collective_name(what);
+    FURNACE_CHECK(t.defined() && t.dtype() == DType::f32)
+        << name << ": rank " << rank_ << " passed " << (t.defined() ? dtype_name(t.dtype()) : "an undefined")
+        << " tensor; f32 expected";
+    FURNACE_CHECK(ctx.device >= 0 && t.device() == Device::cuda(ctx.device))
+        << name << ": rank " << rank_ << "'s tensor is on " << t.device().str() << ", expected cuda:" << ctx.device;
+    Backend& backend = ctx.rt.backend();
+    const size_t bytes = t.nbytes();
+    // The simulator's device memory is host memory: read and write it in place. Elsewhere the
+    // bytes travel through the host (as Gloo's CPU path does for CUDA tensors).
+    const bool in_place = backend.host_accessible();
+    std::vector<float> staged;
+    Arrival a;
+    a.what = what;
+    a.numel = t.numel();
+    a.root = root;
+    if (in_place) {
+      a.bytes = t.data<float>();
+    } else {
+      staged.resize(static_cast<size_t>(t.numel()));
+      backend.copy(CopyKind::d2h, staged.data(), -1, t.raw(), ctx.device, bytes, ctx.stream, false);
+      backend.synchronize(ctx.device);
+      a.bytes = staged.data();
+    }
+    a.ready_s = backend.device_time(ctx.device);
+    a.physical = backend.physical_index(ctx.device);
+    const Rendezvous::Outcome& out = rendezvous_->arrive(rank_, a);
+    // The root of a broadcast keeps its bytes; every other rank takes the result.
+    if (!(what == Collective::broadcast && root == rank_) && bytes > 0) {
+      if (in_place)
+        std::memcpy(t.raw(), out.values.data(), bytes);
+      else
+        backend.copy(CopyKind::h2d, t.raw(), ctx.device, out.values.data(), -1, bytes, ctx.stream, false);
+    }
+    backend.model_collective(ctx.device, ctx.stream, name, out.start_s, out.seconds, bytes);
+    // The outcome is shared: the next collective may overwrite it only after every rank has
+    // arrived there, which this rank does only after returning.
+    if (!in_place) backend.synchronize(ctx.device);
+  }
+
+  std::shared_ptr<Rendezvous> rendezvous_;
+  int rank_;
+};
+
+}  // namespace
+
+std::vector<std::unique_ptr<ProcessGroup>> make_thread_group(int world_size, ThreadGroupOptions options) {
+  FURNACE_CHECK(world_size >= 1) << "a process group needs at least one rank, got " << world_size;
+  FURNACE_CHECK(options.timeout.count() > 0) << "a process group's timeout must be positive";
+  auto shared = std::make_shared<Rendezvous>(world_size, options);
+  std::vector<std::unique_ptr<ProcessGroup>> ranks;
+  for (int r = 0; r < world_size; ++r) ranks.push_back(std::make_unique<ThreadProcessGroup>(shared, r));
+  return ranks;
+}
+
+}  // namespace furnace
