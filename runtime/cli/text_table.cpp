@@ -8,7 +8,7 @@
 namespace furnace::cli {
 
 std::string format_table(const std::vector<std::vector<std::string>>& rows, const TableStyle& style) {
-  std::vector<int> width;
+  std::vector<int> width = style.min_width;
   for (const auto& r : rows)
     for (size_t c = 0; c < r.size(); ++c) {
       if (width.size() <= c) width.push_back(0);

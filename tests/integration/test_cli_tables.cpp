@@ -15,6 +15,8 @@ namespace furnace::cli {
 namespace {
 
 using cli_test::CliRun;
+using cli_test::slurp;
+namespace fs = std::filesystem;
 
 TEST(TextTable, PadsByDisplayWidth) {
   EXPECT_EQ(format_table({{"名称", "n"}, {"GPU 数量", "12"}, {"ab", "3"}}, {.right = {false, true}}),
@@ -107,6 +109,34 @@ TEST_F(CliTables, DevicesSmiAndMemoryAlign) {
   r = furnace("memory --alloc 1,5MiB,30MiB,7GiB --free 0 --topology laptop-4060");
   ASSERT_EQ(r.status, 0) << r.err;
   expect_aligned(table_at(r.out, "what happened"), {true, false, true, true, true, false}, "memory");
+}
+
+// A topology file may name its GPU in Chinese: `furnace train`'s memory table still lines up.
+TEST_F(CliTables, TrainMemoryTableAlignsAChineseGpuName) {
+  std::string toml = slurp(fs::path(FURNACE_TEST_DATA_DIR) / "topologies" / "laptop-4060.toml");
+  const std::string name = "\"NVIDIA GeForce RTX 4060 Laptop GPU\"";  // the [[gpu]] name
+  ASSERT_NE(toml.find(name), std::string::npos);
+  toml.replace(toml.find(name), name.size(), "\"测试显卡（笔记本）\"");
+  const std::string topology = write_file("zh-gpu.toml", toml);
+  CliRun r = furnace("train --data " + slice() + " --topology " + topology + " --epochs 1 --steps 1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::vector<std::string> table = table_at(r.out, "max_reserved");
+  ASSERT_EQ(table.size(), 2u) << r.out;
+  EXPECT_NE(table[1].find("测试显卡（笔记本）"), std::string::npos) << r.out;
+  // Cells are one space apart here: measure where each header word ends and where each value ends.
+  for (const char* word : {"allocated", "reserved", "max_allocated", "max_reserved"}) {
+    const size_t at = table[0].find(std::string(" ") + word + " ") != std::string::npos
+                          ? table[0].find(std::string(" ") + word + " ") + 1
+                          : table[0].rfind(word);
+    const int end = display_width(table[0].substr(0, at + std::string(word).size()));
+    // The value under it ends in the same column: the character there is not a space and the next is.
+    int col = 0;
+    size_t i = 0;
+    while (i < table[1].size() && col < end) col += code_point_width(next_code_point(table[1], i));
+    EXPECT_EQ(col, end) << word << ":\n" << table[0] << "\n" << table[1];
+    EXPECT_NE(table[1][i - 1], ' ') << word << ":\n" << table[0] << "\n" << table[1];
+    EXPECT_TRUE(i == table[1].size() || table[1][i] == ' ') << word << ":\n" << table[0] << "\n" << table[1];
+  }
 }
 
 }  // namespace
