@@ -180,6 +180,8 @@ TEST(LessonWrapText, EnglishBreaksAtSpacesAndKeepsNonBreakingOnesAndIndentation)
   EXPECT_EQ(code("abcdefghijkl", 8), "abcdefgh\n    ijkl");  // cut, then continued
   // A broken UTF-8 sequence does not swallow the line break after it (found by fuzz_lesson_markdown).
   EXPECT_EQ(wrap_columns(std::string("a\xF0\x00\x00\nb", 7), 10), std::string("a\xF0\x00\x00\nb", 7));
+  // A character that forces a break other than '\n' (\r, \f) stays in the text (found by fuzz_lesson_markdown).
+  EXPECT_EQ(wrap_columns("a\r\nb\fc", 10), "a\r\nb\f\nc");
 }
 
 TEST(LessonMarkdown, CodeIsMarkedWithoutColourAndColouredOnATerminal) {

@@ -41,13 +41,9 @@ std::vector<BreakToken> break_tokens(std::string_view text, const BreakOptions& 
     std::string_view piece = text.substr(start, b.at - start);
     const size_t piece_at = start;
     start = b.at;
-    if (b.hard) {  // drop the line terminator ('\n', "\r\n", U+2028...)
-      size_t end = piece.size();
-      while (end > 0 && (static_cast<unsigned char>(piece[end - 1]) & 0xC0) == 0x80) --end;
-      if (end > 0) --end;
-      if (end > 0 && piece[end] == '\n' && piece[end - 1] == '\r') --end;
-      piece = piece.substr(0, end);
-    }
+    // The '\n' a hard break follows is the break itself. Other characters that force a break
+    // (\r, \f, U+2028...) are kept as text, as they were written.
+    if (b.hard && !piece.empty() && piece.back() == '\n') piece.remove_suffix(1);
     const size_t ink = piece.find_last_not_of(" \t") + 1;  // npos + 1 == 0: only spaces
     BreakToken t{std::string(piece.substr(0, ink)), std::string(piece.substr(ink)), b.hard, piece_at};
     if (t.text.empty() && !t.hard) {  // only spaces: at the start of a line (ICU keeps others with the text before)
