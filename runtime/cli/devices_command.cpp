@@ -16,6 +16,7 @@
 #include "cli_helpers.h"    // defines: cuda_environment
 #include "commands.h"       // defines: add_devices_command
 #include "machine_views.h"  // defines: visibility_json
+#include "text_table.h"     // defines: format_table
 #include "furnace/backend.h"     // defines: discover_hardware_devices
 #include "furnace/error.h"       // defines: FURNACE_CHECK, Error
 #include "furnace/process.h"     // defines: Process, Environment, resolve_visibility
@@ -60,18 +61,7 @@ void print_physical(const std::vector<GpuSpec>& gpus, const std::vector<std::str
   for (size_t i = 0; i < gpus.size(); ++i)
     rows.push_back({std::to_string(i), gpus[i].name, gpus[i].pci_bus_id, gpus[i].uuid,
                     mib(gpus[i].memory_bytes), seen_as[i]});
-  std::vector<size_t> width(rows[0].size(), 0);
-  for (const auto& r : rows)
-    for (size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
-  for (const auto& r : rows) {
-    std::string line;
-    for (size_t c = 0; c < r.size(); ++c) {
-      const std::string pad(width[c] - r[c].size(), ' ');
-      line += "  " + (c == 0 || c == 4 ? pad + r[c] : r[c] + pad);
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    std::printf("%s\n", line.c_str());
-  }
+  std::printf("%s", format_table(rows, {.right = {true, false, false, false, true, false}}).c_str());
 }
 
 std::vector<std::string> seen_as(size_t n, const std::vector<int>& logical_to_physical) {

@@ -16,9 +16,9 @@
 
 #include "commands.h"        // defines: add_lesson_command
 #include "furnace/error.h"   // defines: Error, FURNACE_CHECK
-#include "furnace/cjk_text.h"  // defines: display_width
 #include "furnace/lesson.h"    // defines: load_lessons, LessonRun, ...
 #include "lesson_text.h"       // defines: render_terminal
+#include "text_table.h"        // defines: format_table
 
 namespace furnace::cli {
 namespace {
@@ -244,12 +244,17 @@ void add_lesson_command(CLI::App& app) {
     const Lang lang = lesson::parse_lang(opts->lang);
     std::vector<std::string> errors;
     const std::vector<lesson::Lesson> lessons = lesson::load_lessons(lesson::lessons_dir(opts->lessons_dir), &errors);
+    // One table row per lesson (id, title, steps), aligned by display width (a Chinese title is
+    // twice as wide as its character count), its summary on the line below.
+    std::vector<std::vector<std::string>> rows;
+    for (const lesson::Lesson& l : lessons)
+      rows.push_back({l.id, l.title.in(lang), std::to_string(l.steps.size()) + (lang == Lang::zh ? " 步" : " steps")});
+    const std::string table = format_table(rows, {.right = {false, false, true}, .indent = ""});
+    size_t start = 0;
     for (const lesson::Lesson& l : lessons) {
-      // Padded by display width: a Chinese title is twice as wide as its character count.
-      const std::string& title = l.title.in(lang);
-      const std::string pad(static_cast<size_t>(std::max(1, 52 - lesson::display_width(title))), ' ');
-      std::printf("%-20s %s%s%zu %s\n    %s\n", l.id.c_str(), title.c_str(), pad.c_str(), l.steps.size(),
-                  lang == Lang::zh ? "步" : "steps", l.summary.in(lang).c_str());
+      const size_t end = table.find('\n', start) + 1;
+      std::printf("%s    %s\n", table.substr(start, end - start).c_str(), l.summary.in(lang).c_str());
+      start = end;
     }
     for (const std::string& e : errors) std::fprintf(stderr, "furnace: error: %s\n", e.c_str());
     if (!errors.empty()) throw ExitCode{2};

@@ -1,6 +1,7 @@
 // lesson_text.cpp: lesson text (lesson::Document) rendered for a terminal by `furnace lesson`:
-// spans cut into pieces by furnace/cjk_text.h's break_tokens (the rules the visualizer wraps by
-// too), styled, and wrapped to the terminal's width. Not here: parsing the Markdown (the lessons
+// each block's text cut into pieces by furnace/cjk_text.h's break_tokens (ICU's line breaks, the
+// ones the visualizer wraps by too), styled, and wrapped to the terminal's width in display
+// columns (furnace/unicode_text.h). Not here: parsing the Markdown (the lessons
 // engine's markdown.cpp).
 #include "lesson_text.h"  // defines: render_terminal
 
@@ -8,7 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "furnace/cjk_text.h"  // defines: break_tokens, display_width, next_code_point, is_wide, ...
+#include "furnace/cjk_text.h"      // defines: break_tokens, BreakOptions
+#include "furnace/line_breaks.h"   // defines: nearest_cut
+#include "furnace/unicode_text.h"  // defines: display_width, next_code_point
 
 namespace furnace::lesson {
 namespace {
@@ -17,115 +20,118 @@ constexpr const char* kBold = "\x1b[1m";
 constexpr const char* kCyan = "\x1b[36m";
 constexpr const char* kReset = "\x1b[0m";
 
-// Columns of a piece: CJK characters two, everything else one.
-int columns(std::string_view text) {
-  int w = 0;
-  size_t i = 0;
-  while (i < text.size()) w += is_wide(next_code_point(text, i)) ? 2 : 1;
-  return w;
-}
-
-// A unit of break_tokens (furnace/cjk_text.h) with its width and colour: a Latin word or one CJK
-// character with the punctuation that sticks to it.
-struct Piece {
-  std::string text;      // with escape codes when coloured
-  int width = 0;
-  bool space_after = false;
-  bool newline_after = false;  // a hard break
-  bool opens = false;          // ends with opening punctuation: the next piece joins it
+// A span's text as shown, and where it lies in the block's text.
+struct Shown {
+  size_t begin = 0, end = 0;
+  const char* on = "";  // its colour's escape code, "" for none
 };
 
-// `width`: the line width; a code span narrower than it is one piece (`device_ids=[1, 0]` is
-// never split at its space), a wider one breaks like text.
-std::vector<Piece> pieces_of(const std::vector<Span>& spans, bool color, int width) {
-  std::vector<Piece> out;
+// A unit of break_tokens (furnace/cjk_text.h): a Latin word or one CJK character with the
+// punctuation that sticks to it, as a range of the block's text.
+struct Piece {
+  size_t begin = 0, end = 0;
+  bool space_after = false;
+  bool newline_after = false;  // a hard break
+};
+
+// A block's text as shown (its spans one after another) cut into pieces.
+struct Pieces {
+  std::string all;
+  std::vector<Shown> shown;
+  std::vector<Piece> pieces;
+
+  // [begin, end) of the text, each span's part in its colour and reset after it, so a wrapped
+  // line never leaks a colour.
+  std::string styled(size_t begin, size_t end) const {
+    std::string out;
+    for (const Shown& s : shown) {
+      const size_t b = std::max(begin, s.begin), e = std::min(end, s.end);
+      if (b >= e) continue;
+      out += *s.on ? s.on + all.substr(b, e - b) + kReset : all.substr(b, e - b);
+    }
+    return out;
+  }
+  int width(size_t begin, size_t end) const { return display_width(std::string_view(all).substr(begin, end - begin)); }
+};
+
+// The spans' pieces. The line-break rules read the block's text whole, so they see across span
+// edges: "（" + "**DataParallel**" + "）" and "**parallel**," never break at the edges. `width`:
+// the line width; a code span narrower than it is kept whole (`device_ids=[1, 0]` is never split
+// at its space), a wider one breaks like text.
+Pieces pieces_of(const std::vector<Span>& spans, bool color, int width) {
+  Pieces out;
+  BreakOptions options;
   for (const Span& span : spans) {
     std::string text = span.text;
     if (span.style & Span::link && !span.href.empty() && span.href != text) text += " (" + span.href + ")";
     if (!color && (span.style & Span::code)) text = "`" + text + "`";
-    const bool whole = (span.style & Span::code) && text.find('\n') == std::string::npos &&
-                       display_width(text) < width;
-    std::vector<Piece> mine;
-    auto previous = [&]() -> Piece* {
-      return !mine.empty() ? &mine.back() : !out.empty() ? &out.back() : nullptr;
-    };
-    if (whole) {
-      if (!text.empty()) mine.push_back({text, columns(text)});
-    } else {
-      for (BreakToken& t : break_tokens(text)) {
-        Piece* p = previous();
-        // Spaces or a break before the first unit, or closing punctuation at the start of the
-        // span (never at the start of a line): they belong to the piece before, if any.
-        if (t.text.empty() || (t.joins_before && p && !p->space_after && !p->newline_after)) {
-          if (!p) continue;
-          p->text += t.text;
-          p->width += columns(t.text);
-          p->space_after = p->space_after || !t.gap.empty();
-          p->newline_after = p->newline_after || t.hard;
-          continue;
-        }
-        const int w = columns(t.text);
-        mine.push_back({std::move(t.text), w, !t.gap.empty(), t.hard, t.opens});
-      }
-    }
     const char* on = !color ? "" : (span.style & Span::code) ? kCyan : (span.style & Span::strong) ? kBold : "";
-    // A span that continues a word of the previous one ("**parallel**," or "`x`s") must not be
-    // separated from it by a line break: its first piece joins the previous piece.
-    // The same when the previous piece ends with opening punctuation ("（" + "**DataParallel**").
-    size_t first = 0;
-    const char32_t c0 = text.empty() ? 0 : next_code_point(text, first);
-    const bool glue = !mine.empty() && !out.empty() && !out.back().space_after && !out.back().newline_after &&
-                      (out.back().opens || (c0 != 0 && c0 != ' ' && c0 != '\n' && !is_wide(c0) &&
-                                            !is_opening_punctuation(c0)));
-    for (size_t k = 0; k < mine.size(); ++k) {
-      Piece& p = mine[k];
-      // Each piece coloured on its own, so a wrapped line never leaks a colour.
-      if (*on) p.text = std::string(on) + p.text + kReset;
-      if (k == 0 && glue) {
-        out.back().text += p.text;
-        out.back().width += p.width;
-        out.back().space_after = p.space_after;
-        out.back().newline_after = p.newline_after;
-        out.back().opens = p.opens;
-        continue;
-      }
-      out.push_back(std::move(p));
+    out.shown.push_back({out.all.size(), out.all.size() + text.size(), on});
+    if ((span.style & Span::code) && text.find('\n') == std::string::npos && display_width(text) < width)
+      options.keep_whole.push_back({out.shown.back().begin, out.shown.back().end});
+    out.all += text;
+  }
+  for (const BreakToken& t : break_tokens(out.all, options)) {
+    if (t.text.empty()) {  // spaces before the first unit, or a break: they belong to the piece before, if any
+      if (out.pieces.empty()) continue;
+      out.pieces.back().space_after = out.pieces.back().space_after || !t.gap.empty();
+      out.pieces.back().newline_after = out.pieces.back().newline_after || t.hard;
+      continue;
     }
+    out.pieces.push_back({t.at, t.at + t.text.size(), !t.gap.empty(), t.hard});
   }
   return out;
 }
 
-// Wraps pieces to `width`, every line starting with `first` (the first line) or `rest`.
-std::string wrap(const std::vector<Piece>& pieces, int width, const std::string& first, const std::string& rest) {
+// The end of the part of text [begin, end) that fits in `columns` (one character at least), moved
+// back so that no line starts with ，。） or ends with （ where that is possible.
+size_t cut_to_fit(const std::string& text, size_t begin, size_t end, int columns) {
+  const std::string_view unit = std::string_view(text).substr(begin, end - begin);
+  size_t fit = 0;
+  for (size_t i = 0; i < unit.size();) {
+    size_t j = i;
+    next_code_point(unit, j);
+    if (fit > 0 && display_width(unit.substr(0, j)) > columns) break;
+    fit = i = j;
+  }
+  return begin + nearest_cut(unit, fit);
+}
+
+// Wraps pieces to `width`, every line starting with `first` (the first line) or `rest`. A piece
+// wider than a whole line is cut where it overflows.
+std::string wrap(const Pieces& text, int width, const std::string& first, const std::string& rest) {
   std::string out, line = first;
   int col = display_width(first);
   const int indent = display_width(rest);
   bool line_empty = true;
   bool pending_space = false;
-  for (const Piece& p : pieces) {
-    const int need = p.width + (pending_space && !line_empty ? 1 : 0);
-    if (!line_empty && col + need > width) {
-      out += line + "\n";
-      line = rest;
-      col = indent;
-      line_empty = true;
-      pending_space = false;
-    }
+  auto end_line = [&] {
+    out += line + "\n";
+    line = rest;
+    col = indent;
+    line_empty = true;
+    pending_space = false;
+  };
+  for (const Piece& p : text.pieces) {
+    const int need = text.width(p.begin, p.end) + (pending_space && !line_empty ? 1 : 0);
+    if (!line_empty && col + need > width) end_line();
     if (pending_space && !line_empty) {
       line += ' ';
       ++col;
     }
-    line += p.text;
-    col += p.width;
+    size_t begin = p.begin;
+    while (line_empty && col + text.width(begin, p.end) > width) {  // wider than a whole line
+      const size_t cut = cut_to_fit(text.all, begin, p.end, width - col);
+      if (cut >= p.end) break;
+      line += text.styled(begin, cut);
+      end_line();
+      begin = cut;
+    }
+    line += text.styled(begin, p.end);
+    col += text.width(begin, p.end);
     line_empty = false;
     pending_space = p.space_after;
-    if (p.newline_after) {
-      out += line + "\n";
-      line = rest;
-      col = indent;
-      line_empty = true;
-      pending_space = false;
-    }
+    if (p.newline_after) end_line();
   }
   if (!line_empty) out += line + "\n";
   return out;

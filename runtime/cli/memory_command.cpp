@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "commands.h"           // defines: add_memory_command
+#include "text_table.h"         // defines: format_table
 #include "furnace/allocator.h"  // defines: CachingAllocator, RawAllocator, format_size, parse_size
 #include "furnace/backend.h"    // defines: make_sim_backend
 #include "furnace/topology.h"   // defines: load_topology
@@ -103,27 +104,15 @@ void print_table(const std::vector<ReplayStep>& steps, const std::string& label,
                  uint64_t context) {
   std::printf("%s: %s total, %s taken by the CUDA context; PyTorch's caching allocator\n\n",
               label.c_str(), format_size(capacity).c_str(), format_size(context).c_str());
-  struct Row {
-    std::string cells[6];
-  };
-  std::vector<Row> rows;
-  rows.push_back({{"step", "op", "size", "allocated", "reserved", "what happened"}});
+  std::vector<std::vector<std::string>> rows{{"step", "op", "size", "allocated", "reserved", "what happened"}};
   for (size_t i = 0; i < steps.size(); ++i) {
     const ReplayStep& s = steps[i];
     std::string op = s.index >= 0 ? s.op + "[" + std::to_string(s.index) + "]" : s.op;
-    rows.push_back({{std::to_string(i), op, format_size(s.bytes), format_size(s.allocated),
-                     format_size(s.reserved), s.note}});
+    rows.push_back({std::to_string(i), op, format_size(s.bytes), format_size(s.allocated),
+                    format_size(s.reserved), s.note});
   }
-  size_t width[6] = {};
-  for (const Row& r : rows)
-    for (int c = 0; c < 6; ++c) width[c] = std::max(width[c], r.cells[c].size());
-  for (const Row& r : rows) {
-    // step right-aligned, op left, sizes right-aligned, note left.
-    std::printf("  %*s  %-*s  %*s  %*s  %*s  %s\n", static_cast<int>(width[0]), r.cells[0].c_str(),
-                static_cast<int>(width[1]), r.cells[1].c_str(), static_cast<int>(width[2]),
-                r.cells[2].c_str(), static_cast<int>(width[3]), r.cells[3].c_str(),
-                static_cast<int>(width[4]), r.cells[4].c_str(), r.cells[5].c_str());
-  }
+  // step right-aligned, op left, sizes right-aligned, note left.
+  std::printf("%s", format_table(rows, {.right = {true, false, true, true, true, false}}).c_str());
 }
 
 void print_explanation(uint64_t allocated, uint64_t reserved) {

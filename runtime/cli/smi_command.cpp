@@ -11,6 +11,7 @@
 
 #include "commands.h"       // defines: add_smi_command
 #include "machine_views.h"  // defines: smi_table, smi_json, visibility_json
+#include "text_table.h"     // defines: format_table
 #include "furnace/stories.h"  // defines: run_story
 #include "furnace/sim_machine.h"        // defines: SimMachine, SmiSnapshot
 #include "furnace/topology.h"           // defines: load_topology
@@ -19,28 +20,6 @@ namespace furnace::cli {
 namespace {
 
 std::string mib(uint64_t bytes) { return std::to_string(bytes >> 20) + "MiB"; }
-
-// Rows of cells printed with each column as wide as its widest cell; `right` marks the
-// right-aligned columns.
-std::string columns(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& right) {
-  std::vector<size_t> width;
-  for (const auto& r : rows)
-    for (size_t c = 0; c < r.size(); ++c) {
-      if (width.size() <= c) width.push_back(0);
-      width[c] = std::max(width[c], r[c].size());
-    }
-  std::string out;
-  for (const auto& r : rows) {
-    std::string line;
-    for (size_t c = 0; c < r.size(); ++c) {
-      const std::string pad(width[c] - r[c].size(), ' ');
-      line += (c ? "  " : "  ") + (c < right.size() && right[c] ? pad + r[c] : r[c] + pad);
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-  }
-  return out;
-}
 
 struct SmiOptions {
   std::string topology = "workstation-4x3090";
@@ -86,7 +65,7 @@ std::string smi_table(const SmiSnapshot& s) {
     gpus.push_back({std::to_string(g.index), g.name, g.pci_bus_id,
                     mib(g.used_bytes) + " / " + mib(g.total_bytes),
                     std::to_string(g.utilization_percent) + "%"});
-  std::string out = columns(gpus, {true, false, false, true, true});
+  std::string out = format_table(gpus, {.right = {true, false, false, true, true}});
   std::vector<std::vector<std::string>> procs{
       {"GPU", "PID", "Process name", "GPU Memory", "= CUDA context + reserved by PyTorch"}};
   for (const SmiGpu& g : s.gpus)
@@ -97,7 +76,7 @@ std::string smi_table(const SmiSnapshot& s) {
   if (procs.size() == 1) {
     out += "    No running processes found\n";
   } else {
-    out += columns(procs, {true, true, false, true, false});
+    out += format_table(procs, {.right = {true, true, false, true, false}});
   }
   if (s.window_s > 0) {
     char buf[160];

@@ -9,6 +9,7 @@
 
 #include "cli_helpers.h"  // defines: cuda_environment, parse_device_ids
 #include "commands.h"
+#include "text_table.h"  // defines: format_table
 #include "furnace/allocator.h"
 #include "furnace/checkpoint.h"  // defines: read_checkpoint, resume_scenario
 #include "furnace/error.h"
@@ -106,12 +107,13 @@ void print_summary(const TrainResult& r) {
   if (r.accum > 1)
     std::printf("  accumulation    %d micro-batches per optimizer step\n", r.accum);
   std::printf("\nmemory (torch.cuda.memory_allocated / memory_reserved, and their peaks):\n");
-  std::printf("  %-8s %-30s %12s %12s %14s %14s\n", "device", "name", "allocated", "reserved",
-              "max_allocated", "max_reserved");
+  std::vector<std::vector<std::string>> rows{{"device", "name", "allocated", "reserved", "max_allocated", "max_reserved"}};
   for (const DeviceMemoryReport& m : r.memory)
-    std::printf("  cuda:%-3d %-30s %12s %12s %14s %14s\n", m.device, m.name.c_str(),
-                format_size(m.allocated_bytes).c_str(), format_size(m.reserved_bytes).c_str(),
-                format_size(m.peak_allocated_bytes).c_str(), format_size(m.peak_reserved_bytes).c_str());
+    rows.push_back({"cuda:" + std::to_string(m.device), m.name, format_size(m.allocated_bytes),
+                    format_size(m.reserved_bytes), format_size(m.peak_allocated_bytes), format_size(m.peak_reserved_bytes)});
+  // The GPU's name comes from the topology file: a long or Chinese one widens its column.
+  std::printf("%s", format_table(rows, {.right = {false, false, true, true, true, true}, .gap = " ",
+                                        .min_width = {8, 30, 12, 12, 14, 14}}).c_str());
   std::printf("  (reserved >= allocated: the caching allocator keeps freed blocks for reuse; "
               "nvidia-smi shows reserved plus the CUDA context)\n");
   if (r.dp && r.dp->device_ids.size() > 1) {

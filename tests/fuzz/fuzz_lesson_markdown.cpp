@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "furnace/cjk_text.h"  // defines: display_width
+#include "furnace/unicode_text.h"  // defines: display_width
 #include "furnace/lesson.h"
 #include "lesson_text.h"  // defines: render_terminal
 #include "wrap_text.h"    // defines: wrap_text
@@ -24,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   lesson::Document doc;
   if (!fuzz::accepts([&] { doc = lesson::parse_markdown(text, "fuzz.md"); })) return 0;
   fuzz::accepts([&] { (void)lesson::render_terminal(doc, width, color); });
-  auto columns = [](std::string_view s) { return static_cast<double>(lesson::display_width(s)); };
+  auto columns = [](std::string_view s) { return static_cast<double>(furnace::display_width(s)); };
   for (const lesson::Block& b : doc.blocks) {
     const std::string in = b.kind == lesson::Block::Kind::code ? b.code : lesson::spans_text(b.spans);
     const std::string out = lesson::wrap_text(in, width, columns, data[0] & 128 ? "    " : "");
@@ -38,7 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     while (start <= out.size()) {
       size_t end = out.find('\n', start);
       if (end == std::string::npos) end = out.size();
-      if (lesson::display_width(std::string_view(out.data() + start, end - start)) > width) __builtin_trap();
+      if (furnace::display_width(std::string_view(out.data() + start, end - start)) > width) __builtin_trap();
       start = end + 1;
     }
   }

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "furnace/cjk_text.h"  // defines: display_width
+#include "furnace/unicode_text.h"  // defines: display_width
 #include "furnace/lesson.h"
 #include "lesson_text.h"  // defines: render_terminal (runtime/cli)
 #include "wrap_text.h"    // defines: wrap_text (visualizer/ui)
@@ -69,9 +69,9 @@ TEST(LessonMarkdown, EntitiesAndHardBreaks) {
 }
 
 TEST(LessonMarkdown, DisplayWidthCountsCjkTwice) {
-  EXPECT_EQ(lesson::display_width("abc"), 3);
-  EXPECT_EQ(lesson::display_width("显存"), 4);
-  EXPECT_EQ(lesson::display_width("GPU 数量："), 10);
+  EXPECT_EQ(furnace::display_width("abc"), 3);
+  EXPECT_EQ(furnace::display_width("显存"), 4);
+  EXPECT_EQ(furnace::display_width("GPU 数量："), 10);
 }
 
 TEST(LessonMarkdown, RendersWithinTheWidthWithoutPunctuationAtALineStart) {
@@ -86,7 +86,7 @@ TEST(LessonMarkdown, RendersWithinTheWidthWithoutPunctuationAtALineStart) {
   while (start < out.size()) {
     const size_t end = out.find('\n', start);
     const std::string line = out.substr(start, end - start);
-    EXPECT_LE(lesson::display_width(line), 40) << line;
+    EXPECT_LE(furnace::display_width(line), 40) << line;
     EXPECT_NE(line.rfind("，", 0), 0u) << "a line starts with a comma: " << line;
     start = end + 1;
     ++lines;
@@ -114,12 +114,12 @@ TEST(LessonMarkdown, CodeSpansAreNotSplitAtTheirSpaces) {
   for (int width = 20; width <= 60; ++width) {
     const std::string out = lesson::render_terminal(d, width, false);
     EXPECT_NE(out.find("`device_ids=[1, 0]`"), std::string::npos) << "width " << width << ":\n" << out;
-    for (const std::string& line : lines_of(out)) EXPECT_LE(lesson::display_width(line), width) << line;
+    for (const std::string& line : lines_of(out)) EXPECT_LE(furnace::display_width(line), width) << line;
   }
   // A code span wider than the line still breaks, rather than running past the edge.
   const lesson::Document wide = lesson::parse_markdown("Run `furnace train --topology x --steps 3`.\n", "t.md");
   for (const std::string& line : lines_of(lesson::render_terminal(wide, 20, false)))
-    EXPECT_LE(lesson::display_width(line), 20) << line;
+    EXPECT_LE(furnace::display_width(line), 20) << line;
 }
 
 TEST(LessonMarkdown, OpeningPunctuationNeverEndsALine) {
@@ -130,7 +130,7 @@ TEST(LessonMarkdown, OpeningPunctuationNeverEndsALine) {
     const std::vector<std::string> lines = lines_of(lesson::render_terminal(d, width, false));
     ASSERT_GT(lines.size(), 2u);
     for (const std::string& line : lines) {
-      EXPECT_LE(lesson::display_width(line), width) << line;
+      EXPECT_LE(furnace::display_width(line), width) << line;
       for (const char* opening : {"（", "“"})
         EXPECT_FALSE(line.size() >= 3 && line.compare(line.size() - 3, 3, opening) == 0)
             << "width " << width << ": a line ends with " << opening << ": " << line;
@@ -141,7 +141,7 @@ TEST(LessonMarkdown, OpeningPunctuationNeverEndsALine) {
 
 // wrap_text measured in terminal columns: the rules the visualizer's Lesson panel draws with.
 std::string wrap_columns(std::string_view text, int width) {
-  return lesson::wrap_text(text, width, [](std::string_view s) { return lesson::display_width(s); });
+  return lesson::wrap_text(text, width, [](std::string_view s) { return furnace::display_width(s); });
 }
 
 TEST(LessonWrapText, ChineseBreaksBetweenCharactersAndFillsTheLine) {
@@ -152,9 +152,9 @@ TEST(LessonWrapText, ChineseBreaksBetweenCharactersAndFillsTheLine) {
     ASSERT_GT(lines.size(), 3u);
     for (size_t k = 0; k < lines.size(); ++k) {
       const std::string& line = lines[k];
-      EXPECT_LE(lesson::display_width(line), width) << line;
+      EXPECT_LE(furnace::display_width(line), width) << line;
       // ImGui 1.86 breaks only at spaces, so a line of Chinese used to end at the last space.
-      if (k + 1 < lines.size()) EXPECT_GE(lesson::display_width(line), width - 13) << "width " << width << ": " << line;
+      if (k + 1 < lines.size()) EXPECT_GE(furnace::display_width(line), width - 13) << "width " << width << ": " << line;
       EXPECT_NE(line.rfind("，", 0), 0u) << line;
       EXPECT_NE(line.rfind("）", 0), 0u) << line;
       EXPECT_FALSE(line.size() >= 3 && line.compare(line.size() - 3, 3, "（") == 0) << line;
@@ -173,13 +173,15 @@ TEST(LessonWrapText, EnglishBreaksAtSpacesAndKeepsNonBreakingOnesAndIndentation)
   EXPECT_EQ(wrap_columns("", 10), "");
   // Code: a broken line continues under its own indentation plus the hanging indent.
   const auto code = [](std::string_view text, int width) {
-    return lesson::wrap_text(text, width, [](std::string_view s) { return lesson::display_width(s); }, "    ");
+    return lesson::wrap_text(text, width, [](std::string_view s) { return furnace::display_width(s); }, "    ");
   };
   EXPECT_EQ(code("if x:\n    used.append(h)   # every process\ny = 1", 24),
             "if x:\n    used.append(h)   #\n        every process\ny = 1");
   EXPECT_EQ(code("abcdefghijkl", 8), "abcdefgh\n    ijkl");  // cut, then continued
   // A broken UTF-8 sequence does not swallow the line break after it (found by fuzz_lesson_markdown).
   EXPECT_EQ(wrap_columns(std::string("a\xF0\x00\x00\nb", 7), 10), std::string("a\xF0\x00\x00\nb", 7));
+  // A character that forces a break other than '\n' (\r, \f) stays in the text (found by fuzz_lesson_markdown).
+  EXPECT_EQ(wrap_columns("a\r\nb\fc", 10), "a\r\nb\f\nc");
 }
 
 TEST(LessonMarkdown, CodeIsMarkedWithoutColourAndColouredOnATerminal) {

@@ -188,10 +188,8 @@ int run(const Options& o) {
   furnace::viz::apply_theme(ImGui::GetStyle());
   const furnace::viz::FontReport fonts = furnace::viz::load_fonts(io, 15.0f, !o.no_cjk,
                                                                    o.no_cjk ? "" : furnace::viz::LessonDriver::all_text());
-  if (!fonts.warnings.empty()) std::fprintf(stderr, "furnace-viz: %s\n", fonts.warnings.c_str());
-  if (fonts.cjk.empty() && !o.no_cjk)
-    std::fprintf(stderr, "furnace-viz: no Chinese font found (apt-get install fonts-wqy-microhei): "
-                         "Chinese text shows as '?'\n");
+  // One line when the choice fell back: which fonts, and why the others were passed over.
+  if (fonts.fell_back()) std::fprintf(stderr, "furnace-viz: %s\n", fonts.summary().c_str());
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
 

@@ -1,48 +1,59 @@
-// font_file_problem: the header checks of font_file.h, on the bytes of the file.
+// font_file_problem: font_file.h's checks, by FreeType itself.
 #include "font_file.h"
 
-#include <cstdint>
-#include <fstream>
-#include <iterator>
-#include <vector>
+#include <ft2build.h>
+#include FT_FREETYPE_H  // defines: FT_Init_FreeType, FT_New_Face, FT_Load_Char, FT_IS_SCALABLE
+
+#include <cstdio>
+#include <string>
 
 namespace furnace::viz {
 namespace {
 
-uint32_t be32(const std::vector<unsigned char>& d, size_t at) {
-  return uint32_t{d[at]} << 24 | uint32_t{d[at + 1]} << 16 | uint32_t{d[at + 2]} << 8 | d[at + 3];
-}
+// FreeType's own words for its error codes (its documented FT_ERRORDEF table; Debian's library is
+// built without FT_Error_String's strings).
+struct FreeTypeError {
+  int code;
+  const char* message;
+};
+#undef FTERRORS_H_
+#define FT_ERRORDEF(e, v, s) {v, s},
+#define FT_ERROR_START_LIST {
+#define FT_ERROR_END_LIST {0, nullptr}};
+constexpr FreeTypeError kFreeTypeErrors[] =
+#include FT_ERRORS_H
 
-// The table directory of the font that starts at `at` (an sfnt header): "" when it fits in the
-// file and lists the tables stb_truetype needs.
-std::string directory_problem(const std::vector<unsigned char>& d, size_t at) {
-  if (at + 12 > d.size()) return "cut short before its table directory";
-  const uint32_t tag = be32(d, at);
-  if (tag != 0x00010000 && tag != 0x74727565 /* true */ && tag != 0x4F54544F /* OTTO */ && tag != 0x31000000)
-    return "not a TrueType or OpenType font";
-  const size_t tables = uint32_t{d[at + 4]} << 8 | d[at + 5];
-  if (at + 12 + 16 * tables > d.size()) return "cut short inside its table directory";
-  int needed = 0;
-  for (size_t t = 0; t < tables; ++t) {
-    const size_t entry = at + 12 + 16 * t;
-    const uint64_t offset = be32(d, entry + 8), length = be32(d, entry + 12);
-    if (offset + length > d.size()) return "a table lies beyond the end of the file";
-    const uint32_t name = be32(d, entry);
-    needed += name == 0x636D6170 /* cmap */ || name == 0x68656164 /* head */ || name == 0x68686561 /* hhea */ ||
-              name == 0x686D7478 /* hmtx */;
-  }
-  return needed == 4 ? "" : "no cmap, head, hhea or hmtx table";
+std::string freetype_words(FT_Error e) {
+  if (e == FT_Err_Cannot_Open_Resource) return "cannot be read";
+  if (e == FT_Err_Unknown_File_Format) return "not a font FreeType can open";
+  for (const FreeTypeError& k : kFreeTypeErrors)
+    if (k.message && k.code == e) return std::string("FreeType: ") + k.message;
+  return "FreeType error " + std::to_string(e);
 }
 
 }  // namespace
 
-std::string font_file_problem(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return "cannot be read";
-  const std::vector<unsigned char> d{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-  if (d.size() >= 16 && be32(d, 0) == 0x74746366 /* ttcf: a collection, ImGui opens its first font */)
-    return directory_problem(d, be32(d, 12));
-  return directory_problem(d, 0);
+std::string font_file_problem(const std::string& path, int index, char32_t probe) {
+  FT_Library library = nullptr;
+  if (FT_Error e = FT_Init_FreeType(&library)) return freetype_words(e);
+  FT_Face face = nullptr;
+  std::string problem;
+  if (FT_Error e = FT_New_Face(library, path.c_str(), index, &face)) {
+    problem = freetype_words(e);
+  } else if (!FT_IS_SCALABLE(face)) {
+    problem = "a bitmap font (not scalable)";
+  } else if (!face->charmap || face->charmap->encoding != FT_ENCODING_UNICODE) {
+    problem = "no Unicode character map";
+  } else if (FT_Get_Char_Index(face, probe) == 0) {
+    char code[16];
+    std::snprintf(code, sizeof code, "U+%04X", static_cast<unsigned>(probe));
+    problem = std::string("has no glyph for ") + code;
+  } else if (FT_Error e2 = FT_Load_Char(face, probe, FT_LOAD_DEFAULT)) {
+    problem = freetype_words(e2);
+  }
+  if (face) FT_Done_Face(face);
+  FT_Done_FreeType(library);
+  return problem;
 }
 
 }  // namespace furnace::viz

@@ -1,15 +1,14 @@
-// Is a file a TrueType/OpenType font (or collection) that Dear ImGui's stb_truetype can open? Dear
-// ImGui asserts or reads out of bounds on anything else (FURNACE_VIZ_FONT=/etc/passwd aborted
-// furnace-viz), so a font named by the user is checked first: the signature, a table directory
-// inside the file, and the tables stb_truetype needs (cmap, head, hhea, hmtx). Not a full font
-// validator: glyph data is trusted once the directory is sound.
+// Can FreeType (the font loader of the visualizer's atlas: ImGui's FreeType builder) open a font
+// file and draw from it? A font named by the user (FURNACE_VIZ_FONT=/etc/passwd) or a broken file
+// that fontconfig lists is passed over with the reason, before the atlas is built.
 #pragma once
 
 #include <string>
 
 namespace furnace::viz {
 
-// "" when `path` looks like a font stb_truetype can open; otherwise why not, in a few words.
-std::string font_file_problem(const std::string& path);
+// "" when FreeType opens face `index` of `path` as a scalable font with a Unicode character map
+// and loads the glyph of `probe` from it; otherwise why not, in a few words.
+std::string font_file_problem(const std::string& path, int index = 0, char32_t probe = U'A');
 
 }  // namespace furnace::viz

@@ -10,7 +10,7 @@
 #include <imgui.h>
 #include <imgui_stdlib.h>  // defines: ImGui::InputText for std::string
 
-#include "furnace/cjk_text.h"  // defines: display_width
+#include "furnace/unicode_text.h"  // defines: display_width
 #include "panels.h"             // defines: LessonPanel
 #include "theme.h"              // defines: colors::*
 #include "wrap_text.h"          // defines: wrap_text
@@ -93,7 +93,7 @@ std::string inline_text(const std::vector<lesson::Span>& spans) {
   for (const lesson::Span& s : spans) {
     if (s.style & lesson::Span::code) {
       std::string code = s.text;
-      if (lesson::display_width(code) <= 40)
+      if (furnace::display_width(code) <= 40)
         for (size_t at = code.find(' '); at != std::string::npos; at = code.find(' ', at))
           code.replace(at, 1, kNoBreakSpace);
       out += "`" + code + "`";

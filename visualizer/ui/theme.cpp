@@ -1,25 +1,40 @@
-// Theme and fonts.
+// Theme and fonts: fontconfig finds them (font_search.h), FreeType checks and loads them.
 #include "theme.h"
+
+#include <imgui_freetype.h>  // defines: ImGuiFreeType::GetBuilderForFreeType (in Debian's libimgui.a)
 
 #include <cstdlib>
 #include <filesystem>
+#include <vector>
 
-#include "font_file.h"      // defines: font_file_problem
+#include "font_file.h"      // defines: font_file_problem (FreeType)
+#include "font_search.h"    // defines: find_font, FoundFont (fontconfig)
 #include "furnace/error.h"  // defines: printable
 
 namespace furnace::viz {
 namespace {
 
-// The font named by $env when it is a font ImGui can open, else the first candidate that is. A
-// file $env names that is not such a font is passed over with a note in `warnings`.
-std::string first_font(const char* env, std::initializer_list<const char*> candidates, std::string& warnings) {
+// The font to draw `lang` with: the file $env names when FreeType can draw `probe` from it, else
+// fontconfig's best installed font for `lang` that FreeType can. Each file passed over is noted in
+// `warnings` with the reason; a file $env names that does not exist is passed over silently.
+FoundFont choose_font(const char* env, const char* lang, char32_t probe, std::string& warnings) {
+  auto note = [&](const std::string& what, const std::string& problem) {
+    warnings += (warnings.empty() ? "" : "; ") + what + " is passed over: " + problem;
+  };
   if (const char* p = std::getenv(env); p && *p && std::filesystem::exists(p)) {
-    const std::string problem = font_file_problem(p);
-    if (problem.empty()) return p;
-    warnings += std::string(warnings.empty() ? "" : "; ") + env + "=" + printable(p) + " is passed over: " + problem;
+    const std::string problem = font_file_problem(p, 0, probe);
+    if (problem.empty()) return {p, 0, env};
+    note(std::string(env) + "=" + printable(p), problem);
   }
-  for (const char* c : candidates)
-    if (std::filesystem::exists(c) && font_file_problem(c).empty()) return c;
+  std::vector<std::string> skip;
+  for (int tries = 0; tries < 4; ++tries) {
+    FoundFont f = find_font(lang, skip);
+    if (f.file.empty()) break;
+    const std::string problem = font_file_problem(f.file, f.index, probe);
+    if (problem.empty()) return f;
+    note(f.family + " (" + f.file + ", fontconfig's match for lang=" + lang + ")", problem);
+    skip.push_back(f.file);
+  }
   return {};
 }
 
@@ -89,21 +104,32 @@ void apply_theme(ImGuiStyle& style) {
   c[ImGuiCol_Border] = v4(colors::rgb(58, 62, 72));
 }
 
+std::string FontReport::summary() const {
+  std::string out = "fonts: Latin " + (latin.empty() ? std::string("ImGui's built-in font (no Latin font found by fontconfig)")
+                                               : latin_family + " (" + latin + ")");
+  if (cjk_wanted)
+    out += cjk.empty() ? ", no Chinese font (fontconfig knows none for lang=zh-cn: Chinese shows as '?'; "
+                         "apt-get install fonts-wqy-microhei or fonts-noto-cjk)"
+                       : ", Chinese " + cjk_family + " (" + cjk + ")";
+  if (!warnings.empty()) out += "; " + warnings;
+  return out;
+}
+
 FontReport load_fonts(ImGuiIO& io, float size_px, bool cjk, const std::string& extra_text) {
   FontReport r;
-  r.latin = first_font("FURNACE_VIZ_FONT", {
-      "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-      "/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf",
-      "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-  }, r.warnings);
+  r.cjk_wanted = cjk;
+  // FreeType rasterises the atlas (ImGui's FreeType builder, in Debian's libimgui.a): the loader
+  // that copes with broken files, and it hints CJK glyphs better at small sizes than stb_truetype.
+  io.Fonts->FontBuilderIO = ImGuiFreeType::GetBuilderForFreeType();
+  io.Fonts->FontBuilderFlags = 0;  // the font's own hinting
+  const FoundFont latin = choose_font("FURNACE_VIZ_FONT", "en", U'A', r.warnings);
   ImFont* base = nullptr;
-  if (!r.latin.empty()) {
+  if (!latin.file.empty()) {
     ImFontConfig cfg;
-    cfg.OversampleH = 1;  // glyphs at their exact pixel size: the app samples the atlas NEAREST
-    cfg.OversampleV = 1;
+    cfg.FontNo = latin.index;
     cfg.PixelSnapH = true;
-    base = io.Fonts->AddFontFromFileTTF(r.latin.c_str(), size_px, &cfg, kLatinRanges);
-    if (!base) r.latin.clear();
+    base = io.Fonts->AddFontFromFileTTF(latin.file.c_str(), size_px, &cfg, kLatinRanges);
+    if (base) r.latin = latin.file, r.latin_family = latin.family;
   }
   if (!base) {
     ImFontConfig cfg;
@@ -111,16 +137,11 @@ FontReport load_fonts(ImGuiIO& io, float size_px, bool cjk, const std::string& e
     base = io.Fonts->AddFontDefault(&cfg);
   }
   if (!cjk) return r;
-  r.cjk = first_font("FURNACE_VIZ_CJK_FONT", {
-      "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc",
-      "/usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc",
-      "/usr/share/fonts/truetype/wqy/wqy-zenhei.ttc",
-  }, r.warnings);
-  if (!r.cjk.empty()) {
+  const FoundFont chinese = choose_font("FURNACE_VIZ_CJK_FONT", "zh-cn", U'\u4E2D', r.warnings);
+  if (!chinese.file.empty()) {
     ImFontConfig cfg;
     cfg.MergeMode = true;
-    cfg.OversampleH = 1;
-    cfg.OversampleV = 1;
+    cfg.FontNo = chinese.index;
     cfg.PixelSnapH = true;
     // The ranges must outlive the atlas build: one set per process is enough.
     static ImVector<ImWchar> ranges;
@@ -129,8 +150,8 @@ FontReport load_fonts(ImGuiIO& io, float size_px, bool cjk, const std::string& e
     builder.AddText(extra_text.c_str());
     ranges.clear();
     builder.BuildRanges(&ranges);
-    if (!io.Fonts->AddFontFromFileTTF(r.cjk.c_str(), size_px, &cfg, ranges.Data))
-      r.cjk.clear();
+    if (io.Fonts->AddFontFromFileTTF(chinese.file.c_str(), size_px, &cfg, ranges.Data))
+      r.cjk = chinese.file, r.cjk_family = chinese.family;
   }
   return r;
 }

@@ -1,6 +1,7 @@
 // furnace-viz theme: the palette every panel draws with (one colour per meaning: allocated,
 // reserved, context, each stage kind, links), the ImGui style, and the fonts: a Latin font and a
-// CJK font merged into it, found at run time with a fallback to ImGui's built-in font.
+// CJK font merged into it, found by fontconfig and loaded by FreeType, with a fallback to ImGui's
+// built-in font.
 #pragma once
 
 #include <string>
@@ -46,12 +47,22 @@ ImU32 with_alpha(ImU32 c, float alpha);
 void apply_theme(ImGuiStyle& style);
 
 struct FontReport {
-  std::string latin;  // the file used, empty: ImGui's built-in font
-  std::string cjk;    // the file merged for Chinese, empty: none found
-  std::string warnings;  // a $FURNACE_VIZ_FONT / $FURNACE_VIZ_CJK_FONT file that is not a usable font
+  std::string latin;         // the file used, empty: ImGui's built-in font
+  std::string latin_family;  // its family as fontconfig names it (or the variable that named it)
+  std::string cjk;           // the file merged for Chinese, empty: none found
+  std::string cjk_family;
+  bool cjk_wanted = false;   // load_fonts was asked for Chinese glyphs
+  std::string warnings;      // each font passed over (from $FURNACE_VIZ_FONT, $FURNACE_VIZ_CJK_FONT or
+                             // fontconfig) with the reason FreeType gave
+  // One line: which fonts were chosen, and why another was passed over or none found.
+  std::string summary() const;
+  // The choice fell back: a font was passed over, or Chinese was wanted and none found.
+  bool fell_back() const { return !warnings.empty() || (cjk_wanted && cjk.empty()); }
 };
-// Adds the fonts to io.Fonts (call before the atlas is built). `cjk` false skips the Chinese
-// glyphs (faster atlas, for tests). $FURNACE_VIZ_FONT and $FURNACE_VIZ_CJK_FONT override the search.
+// Adds the fonts to io.Fonts and makes FreeType the atlas builder (call before the atlas is
+// built). Fonts are found by fontconfig: the best sans-serif for lang=en, and for lang=zh-cn merged
+// into it; each file is opened by FreeType first. `cjk` false skips the Chinese glyphs (faster
+// atlas, for tests). $FURNACE_VIZ_FONT and $FURNACE_VIZ_CJK_FONT name a file that comes first.
 // `extra_text`: text whose every glyph must be there besides ImGui's common Chinese set (the
 // lessons' text: it uses characters outside those 2,500).
 FontReport load_fonts(ImGuiIO& io, float size_px, bool cjk = true, const std::string& extra_text = "");

@@ -5,7 +5,9 @@
 
 #include <string>
 
-#include "furnace/cjk_text.h"  // defines: break_tokens, next_code_point
+#include "furnace/cjk_text.h"      // defines: break_tokens
+#include "furnace/line_breaks.h"   // defines: nearest_cut
+#include "furnace/unicode_text.h"  // defines: next_code_point
 
 namespace furnace::lesson {
 
@@ -51,6 +53,7 @@ std::string wrap_text(std::string_view text, double width, const std::function<d
           if (fit > 0 && line_width + measure(rest.substr(0, j)) > width) break;
           fit = i = j;
         }
+        fit = nearest_cut(rest, fit);  // never before ，。） nor after （
         line += rest.substr(0, fit);
         line_width += measure(rest.substr(0, fit));
         started = true;

@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "furnace/error.h"   // defines: FURNACE_CHECK, FURNACE_FAIL
-#include "furnace/cjk_text.h"  // defines: next_code_point, is_wide, is_*_punctuation
+#include "furnace/cjk_text.h"      // defines: is_*_punctuation
+#include "furnace/unicode_text.h"  // defines: next_code_point, previous_code_point, is_wide
 #include "furnace/lesson.h"    // defines: Document, Block, Span, parse_markdown, spans_text
 
 namespace furnace::lesson {
@@ -212,10 +213,7 @@ int on_text(MD_TEXTTYPE type, const MD_CHAR* text, MD_SIZE size, void* user) {
 // The last code point of `s` (0 when empty).
 char32_t last_code_point(std::string_view s) {
   size_t i = s.size();
-  while (i > 0 && (static_cast<unsigned char>(s[i - 1]) & 0xC0) == 0x80) --i;
-  if (i == 0) return 0;
-  --i;
-  return next_code_point(s, i);
+  return i == 0 ? 0 : previous_code_point(s, i);
 }
 
 // Whether a soft line break between `prev` and `next` is read as nothing (Chinese text wrapped in

@@ -2,6 +2,9 @@
 // character into an equivalent ASCII form (furnace/toml_reader.h says why).
 #include "furnace/toml_reader.h"
 
+#include <unicode/utf8.h>  // defines: U8_NEXT
+
+#include <cstdint>
 #include <cstdio>
 #include <utility>
 
@@ -12,20 +15,14 @@ namespace {
 
 // The UTF-8 character starting at t[i] (a byte >= 0x80): its code point and byte count, or a
 // count of 0 when the bytes are not UTF-8 (bad lead or continuation byte, overlong form,
-// surrogate, beyond U+10FFFF, cut short).
+// surrogate, beyond U+10FFFF, cut short): ICU's validated decoding.
 std::pair<char32_t, size_t> decode_utf8(std::string_view t, size_t i) {
-  const auto b0 = static_cast<unsigned char>(t[i]);
-  const size_t n = b0 >= 0xC2 && b0 <= 0xDF ? 2 : b0 >= 0xE0 && b0 <= 0xEF ? 3 : b0 >= 0xF0 && b0 <= 0xF4 ? 4 : 0;
-  if (n == 0 || i + n > t.size()) return {0, 0};
-  char32_t cp = b0 & (n == 2 ? 0x1F : n == 3 ? 0x0F : 0x07);
-  for (size_t k = 1; k < n; ++k) {
-    const auto b = static_cast<unsigned char>(t[i + k]);
-    if ((b & 0xC0) != 0x80) return {0, 0};
-    cp = cp << 6 | (b & 0x3F);
-  }
-  if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-    return {0, 0};
-  return {cp, n};
+  const std::string_view window = t.substr(i, 4);  // a character is four bytes at most
+  int32_t n = 0;
+  UChar32 cp = 0;
+  U8_NEXT(window.data(), n, static_cast<int32_t>(window.size()), cp);
+  if (cp < 0) return {0, 0};
+  return {static_cast<char32_t>(cp), static_cast<size_t>(n)};
 }
 
 // The TOML escape of a code point: \uXXXX, or \UXXXXXXXX beyond the basic plane.
