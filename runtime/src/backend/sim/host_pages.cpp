@@ -1,0 +1,26 @@
+// The host pages behind simulated device memory (backend/sim/host_pages.h).
+#include "backend/sim/host_pages.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "furnace/error.h"
+#include "furnace/size_format.h"  // defines: format_size
+
+namespace furnace {
+
+void* map_host_pages(size_t bytes, const std::string& gpu_name) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  FURNACE_CHECK(p != MAP_FAILED)
+      << "out of host memory: the simulator could not map " << format_size(bytes) << " of host RAM for an "
+      << "allocation on the simulated " << gpu_name << " (mmap: " << std::strerror(errno)
+      << "); the simulated GPU had room, but its tensors live in this process's memory, which "
+         "ulimit -v, the container's limit or the machine's RAM caps";
+  return p;
+}
+
+void unmap_host_pages(void* p, size_t bytes) { ::munmap(p, bytes); }
+
+}  // namespace furnace
