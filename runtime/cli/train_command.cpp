@@ -2,6 +2,7 @@
 // device's memory; --json ends stdout with one JSON object; --trace writes a Chrome trace.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -15,6 +16,7 @@
 #include "furnace/file_kind.h"  // defines: why_not_writable
 #include "furnace/process.h"  // defines: describe_cuda_environment
 #include "furnace/stop_signals.h"  // defines: install_stop_signals, stop_signal
+#include "furnace/topology.h"  // defines: load_topology
 #include "furnace/train.h"
 
 namespace furnace::cli {
@@ -43,6 +45,23 @@ struct TrainOptions {
     return scenario.data_dir;
   }
 };
+
+// What a resumed run takes from its checkpoint and then looks up on this machine (the topology,
+// the data folder): a failure there names the checkpoint, and the flag that overrides it.
+void check_saved_places(const Scenario& sc, const std::string& path, const std::function<bool(const std::string&)>& given) {
+  if (!given("--topology")) {
+    try {
+      load_topology(sc.topology);
+    } catch (const Error& e) {
+      FURNACE_FAIL() << "checkpoint " << printable(path) << ": its scenario's topology: " << e.message()
+                     << " (--topology overrides it)";
+    }
+  }
+  if (!given("--data") && !sc.data_dir.empty())
+    FURNACE_CHECK(std::filesystem::is_directory(sc.data_dir))
+        << "checkpoint " << printable(path) << ": its scenario's data folder " << printable(sc.data_dir)
+        << " does not exist here (--data DIR overrides it)";
+}
 
 // The one line a run stopped by a signal ends with, and how to go on from there.
 std::string stopped_line(const TrainResult& r, int64_t total, const std::string& path) {
@@ -203,6 +222,8 @@ std::string ids_text(const std::vector<int>& ids) {
 }
 
 void run(const TrainOptions& o) {
+  // Ctrl-C, SIGTERM, SIGHUP: the step in flight finishes, the checkpoint is saved, then one line.
+  install_stop_signals();
   Scenario sc = o.scenario;
   sc.hidden = parse_int_list(o.hidden, "--hidden", "layer widths (e.g. 512,512)");
   sc.env = cuda_environment(o.visible, o.order);
@@ -225,6 +246,7 @@ void run(const TrainOptions& o) {
   if (!o.resume.empty()) {
     saved = std::make_unique<Checkpoint>(read_checkpoint(o.resume));
     sc = resume_scenario(saved->scenario, sc, o.given);
+    check_saved_places(sc, o.resume, o.given);
     ck.resume = saved.get();
     ck.resume_path = o.resume;
     if (ck.path.empty()) ck.path = o.resume;
@@ -275,8 +297,6 @@ void run(const TrainOptions& o) {
     std::printf("  %s (furnace devices shows which GPU is which)\n", describe_cuda_environment(sc.env).c_str());
   if (!o.json) ck.on_note = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
   std::fflush(stdout);
-  // Ctrl-C, SIGTERM, SIGHUP: the step in flight finishes, the checkpoint is saved, then one line.
-  install_stop_signals();
   ck.stop_requested = stop_signal;
   int64_t total = 0;
   TrainResult r = train(sc, bus, [&](const Progress& p) {

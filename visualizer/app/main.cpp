@@ -234,7 +234,6 @@ int run(const Options& o) {
     auto last_draw = t_start, shown_at = t_start;
     double shown_ms = 0;
     bool waiting = o.wait_steps > 0;
-    furnace::install_stop_signals();  // Ctrl-C, SIGTERM, SIGHUP: close the window as its button does
     while (!glfwWindowShouldClose(window)) {
       const auto t0 = Clock::now();
       glfwPollEvents();
@@ -428,6 +427,7 @@ void check_options(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  furnace::install_stop_signals();  // Ctrl-C, SIGTERM, SIGHUP: the window closes as its button does
   Options o;
   furnace::Scenario& s = o.scenario;
   CLI::App cli{"furnace-viz: watch a Scenario train live on the (simulated) runtime"};

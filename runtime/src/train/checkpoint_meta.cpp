@@ -283,6 +283,11 @@ static void check_scaler_state(const Meta& m, const std::map<std::string, double
 
 void parse_checkpoint_meta(const std::string& text, Checkpoint& ck, const std::string& origin) {
   FURNACE_CHECK(nesting_within(text, 16)) << "checkpoint " << origin << ": metadata nests too deeply";
+  // nlohmann's parser stops at a NUL byte as at the end of the text: what follows would be ignored.
+  const size_t nul = text.find('\0');
+  FURNACE_CHECK(nul == std::string::npos)
+      << "checkpoint " << origin << ": metadata is not valid JSON: a NUL byte at offset " << nul
+      << " (the metadata is " << text.size() << " bytes)";
   json root;
   try {
     root = json::parse(text);

@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -23,9 +24,10 @@ namespace fs = std::filesystem;
 
 // A cgroup's "no limit": v2 writes "max", v1 a page-rounded 2^63 - 1.
 constexpr uint64_t kNoLimit = uint64_t{1} << 62;
-// Each extra thread reserves address space: its stack (8 MiB by default) and, on first malloc,
-// a glibc arena (64 MiB). OpenBLAS maps a 32 MiB buffer per thread on its first product.
-constexpr uint64_t kThreadReserve = 72ull << 20, kBlasBuffer = 32ull << 20;
+// Each extra thread reserves address space: its stack (8 MiB, glibc's usual default) and, on
+// first malloc, a glibc arena (64 MiB; at most 8 per core). OpenBLAS maps a 32 MiB buffer per
+// thread on its first product.
+constexpr uint64_t kStack = 8ull << 20, kArena = 64ull << 20, kBlasBuffer = 32ull << 20;
 
 const char* env_or(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
@@ -140,8 +142,9 @@ HostMemoryBudget host_memory_budget(int extra_threads) {
   uint64_t vm = 0, data = 0;
   mapped_now(&vm, &data);
   const uint64_t resident = host_memory_resident();
-  const uint64_t threads = static_cast<uint64_t>(extra_threads) * kThreadReserve +
-                           static_cast<uint64_t>(std::max(1u, std::thread::hardware_concurrency())) * kBlasBuffer;
+  const uint64_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const uint64_t extra = static_cast<uint64_t>(std::max(0, extra_threads));
+  const uint64_t threads = extra * kStack + std::min(extra, 8 * cores) * kArena + cores * kBlasBuffer;
   struct { int resource; const char* name; uint64_t used; } limits[] = {
       {RLIMIT_AS, "RLIMIT_AS (ulimit -v)", vm}, {RLIMIT_DATA, "RLIMIT_DATA (ulimit -d)", data}};
   for (const auto& l : limits) {
