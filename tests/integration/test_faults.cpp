@@ -60,12 +60,25 @@ class Faults : public CliHarness {
 
 TEST_F(Faults, TheUlimitVAttackEndsWithOneLineNotAHang) {
   SKIP_UNDER_ASAN();
-  // The attack as filed: four simulated 3090s, two 4096-wide layers, under a 2 GB address space.
-  const CliRun r = shell("ulimit -v 2000000; exec furnace train --quiet --data " + slice() +
-                             " --topology workstation-4x3090 --parallel dp --hidden 4096,4096 --steps 1",
-                         90);
-  expect_one_line_failure(r, "ulimit -v attack", "of host memory and this machine has");
-  EXPECT_NE(r.err.find("RLIMIT_AS (ulimit -v)"), std::string::npos) << r.err;
+  // The attack as filed (four simulated 3090s, two 4096-wide layers, a 2 GB address space), with
+  // OpenBLAS on 16 threads as on the machine where it hung; then tighter limits, where the run
+  // must stop at the guard or at an allocation, saying it is host memory.
+  const std::string run = "furnace train --quiet --no-eval --data " + slice() +
+                          " --topology workstation-4x3090 --parallel dp --hidden 4096,4096 --steps 1";
+  for (const char* limit : {"2000000", "1600000", "1000000"}) {
+    const CliRun r = shell(std::string("ulimit -v ") + limit + "; OPENBLAS_NUM_THREADS=16 exec " + run, 90);
+    EXPECT_FALSE(r.crashed()) << "ulimit -v " << limit << ": status " << r.status << " (a hang, or killed)\n" << r.err;
+    if (r.status == 0) continue;  // it fitted
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_EQ(count_lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("host memory"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("CUDA out of memory"), std::string::npos) << r.err;
+  }
+  // Well below what the scenario needs: the guard refuses before anything is allocated.
+  const CliRun r = shell("ulimit -v 1000000; exec " + run, 90);
+  expect_one_line_failure(r, "ulimit -v 1000000", "of host memory and this machine has");
+  EXPECT_NE(r.err.find("available (the limit RLIMIT_AS (ulimit -v) 976.56 MiB minus this process's mappings"),
+            std::string::npos) << r.err;
 }
 
 TEST_F(Faults, ThreadsTheSystemCannotStartAreNamed) {

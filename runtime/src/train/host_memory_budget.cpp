@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "furnace/allocator.h"  // defines: format_size
+#include "furnace/backend.h"    // defines: kBlasAddressReserve
 #include "furnace/host_memory.h"
 
 namespace furnace {
@@ -25,9 +26,9 @@ namespace fs = std::filesystem;
 // A cgroup's "no limit": v2 writes "max", v1 a page-rounded 2^63 - 1.
 constexpr uint64_t kNoLimit = uint64_t{1} << 62;
 // Each extra thread reserves address space: its stack (8 MiB, glibc's usual default) and, on
-// first malloc, a glibc arena (64 MiB; at most 8 per core). OpenBLAS maps a 32 MiB buffer per
-// thread on its first product.
-constexpr uint64_t kStack = 8ull << 20, kArena = 64ull << 20, kBlasBuffer = 32ull << 20;
+// first malloc, a glibc arena (64 MiB; at most 8 per core). The simulator keeps
+// kBlasAddressReserve free for the BLAS library's buffers.
+constexpr uint64_t kStack = 8ull << 20, kArena = 64ull << 20;
 
 const char* env_or(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
@@ -144,7 +145,7 @@ HostMemoryBudget host_memory_budget(int extra_threads) {
   const uint64_t resident = host_memory_resident();
   const uint64_t cores = std::max(1u, std::thread::hardware_concurrency());
   const uint64_t extra = static_cast<uint64_t>(std::max(0, extra_threads));
-  const uint64_t threads = extra * kStack + std::min(extra, 8 * cores) * kArena + cores * kBlasBuffer;
+  const uint64_t threads = extra * kStack + std::min(extra, 8 * cores) * kArena + kBlasAddressReserve;
   struct { int resource; const char* name; uint64_t used; } limits[] = {
       {RLIMIT_AS, "RLIMIT_AS (ulimit -v)", vm}, {RLIMIT_DATA, "RLIMIT_DATA (ulimit -d)", data}};
   for (const auto& l : limits) {
@@ -155,7 +156,7 @@ HostMemoryBudget host_memory_budget(int extra_threads) {
     const uint64_t taken = (l.used > resident ? l.used - resident : 0) + threads;
     consider(limit > taken ? limit - taken : 0,
              "the limit " + std::string(l.name) + " " + format_size(limit) + " minus this process's mappings " +
-                 format_size(l.used) + " and its threads' reserve " + format_size(threads));
+                 format_size(l.used) + " and what its threads and the BLAS library keep free " + format_size(threads));
   }
   if (!b.known)
     b.source = std::string("unknown: ") + env_or("FURNACE_MEMINFO", "/proc/meminfo") +
