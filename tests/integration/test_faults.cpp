@@ -134,7 +134,7 @@ TEST_F(Faults, AHostAllocationFailureIsHostMemoryNotTheSimulatedGpu) {
                                       "compute_capability = \"9.0\"\ntflops_fp32 = 60\ntflops_fp16 = 900\n"
                                       "tflops_bf16 = 900\nmemory_gbps = 3000\nlaunch_latency_us = 5\n");
   const CliRun r = expect_one_line_error("memory --alloc 200TiB --topology " + topo,
-                                         "out of host memory: the simulator could not map 200.00 TiB of host RAM "
+                                         "out of host memory: the simulator could not map 204800.00 GiB of host RAM "
                                          "for an allocation on the simulated Huge GPU (mmap: Cannot allocate memory)");
   EXPECT_EQ(r.err.find("CUDA out of memory"), std::string::npos) << r.err;
 }
@@ -143,9 +143,9 @@ TEST_F(Faults, AHostAllocationFailureIsHostMemoryNotTheSimulatedGpu) {
 
 TEST_F(Faults, ASecondRunOnTheSameCheckpointGetsOneLineNamingTheFirst) {
   const std::string ck = path("run.ckpt");
-  write_file("run.ckpt.tmp.AbC123", "half a checkpoint from a killed save");
   {
     FileLock held(ck, "test");  // this test process is "the other run"
+    write_file("run.ckpt.tmp.AbC123", "half a checkpoint from a killed save");
     expect_one_line_error(small() + " --steps 1 --checkpoint " + ck,
                           "cannot save checkpoint " + ck + ": " + ck + " is in use by another furnace run (process " +
                               std::to_string(::getpid()) + "; it holds " + ck + ".lock)");
@@ -214,23 +214,26 @@ struct Stopped {
   int status = -1;
   std::string err;
 };
-Stopped stop_with(const fs::path& dir, int sig, bool checkpoint, int second_sig = 0) {
-  std::vector<std::string> args = {"train", "--quiet", "--no-eval", "--data", CliHarness::slice(), "--batch", "100",
-                                   "--hidden", "256,256", "--epochs", "20"};
+Stopped stop_with(const fs::path& dir, int sig, bool checkpoint, int second_sig = 0, const char* hidden = "256,256") {
+  std::vector<std::string> args = {"train", "--quiet", "--no-eval", "--data", std::string(FURNACE_TEST_DATA_DIR) + "/fashion-mnist",
+                                   "--batch", "100", "--hidden", hidden, "--epochs", checkpoint ? "20" : "1000"};
   const std::string ck = (dir / "run.ckpt").string();
   if (checkpoint) args.insert(args.end(), {"--checkpoint", ck, "--save-every", "1"});
   const fs::path log = dir / "signal.log";
   fs::remove(log);
   fs::remove(ck);
   const pid_t pid = spawn(args, log);
-  // The handlers are in place once the run has started: its lock (or, without a checkpoint, a
-  // moment after start-up).
+  // The handlers are in place once the run has saved (or, without a checkpoint, a moment after
+  // start-up; that run is 20,000 steps long).
   const auto deadline = Clock::now() + std::chrono::seconds(60);
   const fs::path ready = checkpoint ? fs::path(ck) : fs::path();
   while (checkpoint && !fs::exists(ready) && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  if (!checkpoint) std::this_thread::sleep_for(std::chrono::seconds(2));
+  if (!checkpoint) std::this_thread::sleep_for(std::chrono::seconds(1));
   ::kill(pid, sig);
-  if (second_sig) ::kill(pid, second_sig);
+  if (second_sig) {  // apart, or the kernel merges the two into one pending signal
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ::kill(pid, second_sig);
+  }
   Stopped s;
   s.status = wait_for(pid);
   s.err = slurp(log);
@@ -261,7 +264,8 @@ TEST_F(Faults, WithoutACheckpointTheLineSaysNothingWasSaved) {
 }
 
 TEST_F(Faults, ASecondCtrlCStopsAtOnce) {
-  const Stopped s = stop_with(dir_, SIGINT, true, SIGINT);
+  // Steps of a 784-4096-4096-10 MLP take long enough for the second signal to land inside one.
+  const Stopped s = stop_with(dir_, SIGINT, true, SIGINT, "4096,4096");
   EXPECT_EQ(s.status, 130) << s.err;
   EXPECT_NE(s.err.find("stopping now (second signal): no checkpoint saved"), std::string::npos) << s.err;
   EXPECT_EQ(s.err.find("furnace: stopped by"), std::string::npos) << "it did not wait for the step: " << s.err;

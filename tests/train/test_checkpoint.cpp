@@ -436,7 +436,7 @@ TEST_F(CheckpointFile, TheBudgetIsTheSmallestOfMeminfoAndTheCgroupFromAFakeFolde
   std::ofstream(dir_ / "cg" / "memory.current") << "268435456\n";
   b = host_memory_budget();
   EXPECT_EQ(b.bytes, 768ull << 20);
-  EXPECT_NE(b.source.find("the cgroup's memory.max 1.00 GiB minus its usage 256.00 MiB"), std::string::npos) << b.source;
+  EXPECT_NE(b.source.find("the cgroup's memory.max 1024.00 MiB minus its usage 256.00 MiB"), std::string::npos) << b.source;
   std::ofstream(dir_ / "cg" / "memory.max") << "max\n";  // no limit: MemAvailable again
   EXPECT_EQ(host_memory_budget().bytes, 4ull << 30);
   fs::remove(dir_ / "cg" / "memory.max");  // v1 files
