@@ -126,13 +126,7 @@ TEST_F(Faults, WithNoWayToTellTheLimitABigScenarioIsRefused) {
 
 TEST_F(Faults, AHostAllocationFailureIsHostMemoryNotTheSimulatedGpu) {
   // One simulated GPU of 1 PiB: a 200 TiB allocation fits it, but no process can map that much.
-  const std::string topo = write_file("huge.toml",
-                                      "name = \"huge\"\ndescription = \"one GPU of 1 PiB\"\nsource = \"a test\"\n"
-                                      "[host]\npinned_gbps = 25\npageable_gbps = 12\nlatency_us = 10\n"
-                                      "[[gpu]]\nname = \"Huge GPU\"\npci_bus_id = \"00000000:01:00.0\"\n"
-                                      "memory_mib = 1073741823\ncontext_mib = 300\nsm_count = 100\n"
-                                      "compute_capability = \"9.0\"\ntflops_fp32 = 60\ntflops_fp16 = 900\n"
-                                      "tflops_bf16 = 900\nmemory_gbps = 3000\nlaunch_latency_us = 5\n");
+  const std::string topo = huge_gpu_topology();
   const CliRun r = expect_one_line_error("memory --alloc 200TiB --topology " + topo,
                                          "out of host memory: the simulator could not map 204800.00 GiB of host RAM "
                                          "for an allocation on the simulated Huge GPU (mmap: Cannot allocate memory)");
