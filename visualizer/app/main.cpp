@@ -5,6 +5,7 @@
 // training, the snapshot (all in ui/).
 #include <malloc.h>  // defines: mallopt
 
+#include <cerrno>
 #include <cfloat>
 #include <chrono>
 #include <cmath>
@@ -489,7 +490,13 @@ int main(int argc, char** argv) {
     furnace::viz::scenario_from_controls(c);
     o.lesson_step_given = cli.count("--lesson-step") > 0;
     check_options(o);
-    return run(o);
+    const int rc = run(o);
+    // What it printed (the screenshot's line, --frame-stats) must have reached stdout.
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      std::fprintf(stderr, "furnace-viz: cannot write to standard output: %s\n", std::strerror(errno));
+      return rc ? rc : 1;
+    }
+    return rc;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "furnace-viz: %s\n", e.what());
     return 1;
