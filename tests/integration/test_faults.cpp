@@ -29,12 +29,10 @@ class Faults : public CliHarness {
   // 2,000 images, batch 100: 20 steps per epoch; `small` adds a 32-wide hidden layer.
   std::string base() const { return "train --quiet --no-eval --data " + slice() + " --batch 100 --seed 3"; }
   std::string small() const { return base() + " --hidden 32"; }
-  // `script` under /bin/sh (ulimit, trap), with `furnace` standing for the binary.
+  // `script` run by /bin/sh (for ulimit and trap), with $FURNACE the binary.
   CliRun shell(const std::string& script, int timeout_s = 120) {
-    std::string s = script;
-    for (size_t at; (at = s.find("furnace ")) != std::string::npos;) s.replace(at, 8, std::string(FURNACE_CLI) + "\x01");
-    for (char& c : s) c = c == '\x01' ? ' ' : c;
-    return run_program("sh", "-c \"" + s + "\"", "", dir_, timeout_s);
+    const std::string file = write_file("script.sh", "FURNACE=" + std::string(FURNACE_CLI) + "\n" + script + "\n");
+    return run_program("sh", file, "", dir_, timeout_s);
   }
   // A fake cgroup folder with these files.
   std::string cgroup(const std::string& name, const std::vector<std::pair<std::string, std::string>>& files) {
@@ -63,7 +61,7 @@ TEST_F(Faults, TheUlimitVAttackEndsWithOneLineNotAHang) {
   // The attack as filed (four simulated 3090s, two 4096-wide layers, a 2 GB address space), with
   // OpenBLAS on 16 threads as on the machine where it hung; then tighter limits, where the run
   // must stop at the guard or at an allocation, saying it is host memory.
-  const std::string run = "furnace train --quiet --no-eval --data " + slice() +
+  const std::string run = "$FURNACE train --quiet --no-eval --data " + slice() +
                           " --topology workstation-4x3090 --parallel dp --hidden 4096,4096 --steps 1";
   for (const char* limit : {"2000000", "1600000", "1000000"}) {
     const CliRun r = shell(std::string("ulimit -v ") + limit + "; OPENBLAS_NUM_THREADS=16 exec " + run, 90);
@@ -85,7 +83,7 @@ TEST_F(Faults, ThreadsTheSystemCannotStartAreNamed) {
   SKIP_UNDER_ASAN();
   // Each thread reserves a stack of RLIMIT_STACK (100 MB here): 1,000 loader workers cannot all
   // start in a 20 GB address space.
-  const CliRun r = shell("ulimit -s 100000; ulimit -v 20000000; exec furnace train --quiet --data " + slice() +
+  const CliRun r = shell("ulimit -s 100000; ulimit -v 20000000; exec $FURNACE train --quiet --data " + slice() +
                              " --hidden 32 --steps 1 --workers 1000",
                          90);
   expect_one_line_failure(r, "--workers 1000", "DataLoader: cannot start worker ");
@@ -271,7 +269,7 @@ TEST_F(Faults, ASecondCtrlCStopsAtOnce) {
 TEST_F(Faults, AFullDiskUnderATraceGivesTheReasonAndLeavesNoTemporaryFile) {
   // ulimit -f 16 (dash counts 512-byte blocks): writes past 8 KiB fail (EFBIG) as on a full disk;
   // SIGXFSZ is ignored so the write returns the error instead of killing the process.
-  const CliRun r = shell("trap '' XFSZ; ulimit -f 16; exec furnace train --quiet --data " + slice() +
+  const CliRun r = shell("trap '' XFSZ; ulimit -f 16; exec $FURNACE train --quiet --data " + slice() +
                          " --hidden 32 --steps 20 --trace " + path("t.json"));
   expect_one_line_failure(r, "--trace on a full disk", "cannot write trace file '" + path("t.json") + "': write: File too large");
   EXPECT_FALSE(fs::exists(path("t.json")));
