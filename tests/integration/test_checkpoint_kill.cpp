@@ -1,21 +1,22 @@
 // SIGKILL during a save: the real `furnace train` process, checkpointing after every optimizer
 // step, is killed many times at varied moments, most of them while a save is in flight (its
 // temporary file exists). After every kill the last checkpoint must load; each run resumes from it;
-// and the run that finally completes ends with the same bits as one that was never killed.
+// and the run that finally completes ends with the same bits as one that was never killed. Then
+// the soak test: SIGKILL, SIGTERM and SIGINT at random, each followed by a resume. Both are
+// end-to-end loops: the main CI workflow runs them, the ASan preset leaves them out (^CheckpointKill).
 #include <gtest/gtest.h>
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
-#include <algorithm>
 #include <functional>
+#include <iterator>
 #include <random>
 #include <string>
 #include <thread>
