@@ -1,7 +1,6 @@
 // furnace/atomic_file.h: a file is replaced whole or not at all, through symlinks, with the reason
 // of a failure on one line; furnace/error.h's helpers for text quoted in messages.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -9,26 +8,20 @@
 
 #include "furnace/atomic_file.h"
 #include "furnace/error.h"
+#include "support/scratch_dir.h"  // defines: ScratchDir
 
 namespace furnace {
 namespace {
 
 namespace fs = std::filesystem;
 
-class AtomicFile : public ::testing::Test {
+class AtomicFile : public test::ScratchDir {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("furnace_atomic_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string read(const fs::path& p) {
     std::ifstream f(p);
     return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
   }
   int files() { return static_cast<int>(std::distance(fs::directory_iterator(dir_), fs::directory_iterator())); }
-  fs::path dir_;
 };
 
 TEST_F(AtomicFile, ReplacesTheFileWholeAndLeavesNoTemporary) {

@@ -17,6 +17,7 @@
 #include "furnace/checkpoint.h"
 #include "furnace/error.h"
 #include "furnace/host_memory.h"
+#include "support/scratch_dir.h"  // defines: ScratchDir
 
 namespace furnace {
 namespace {
@@ -208,16 +209,7 @@ TEST(CheckpointFormat, GarbageAfterTheMetadataJsonIsRefused) {
   EXPECT_NE(e.find("metadata is not valid JSON: a NUL byte at offset " + std::to_string(n)), std::string::npos) << e;
 }
 
-class CheckpointFile : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("furnace_ckpt_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
-};
+class CheckpointFile : public test::ScratchDir {};
 
 TEST_F(CheckpointFile, SaveIsAtomicAndLeavesNoTemporary) {
   const std::string path = (dir_ / "run.ckpt").string();
