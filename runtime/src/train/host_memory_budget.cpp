@@ -16,6 +16,7 @@
 
 #include "furnace/allocator.h"  // defines: format_size
 #include "furnace/backend.h"    // defines: kBlasAddressReserve
+#include "furnace/error.h"
 #include "furnace/host_memory.h"
 
 namespace furnace {
@@ -83,7 +84,13 @@ bool cgroup_room(const fs::path& dir, uint64_t* room, std::string* what) {
 // The folders of this process's memory cgroup and its ancestors, nearest first (a limit set on a
 // parent binds the child too). A container sees its own cgroup at the mount's root.
 std::vector<fs::path> cgroup_dirs() {
-  if (const char* fake = std::getenv("FURNACE_CGROUP_DIR")) return {fs::path(fake)};
+  if (const char* fake = std::getenv("FURNACE_CGROUP_DIR")) {
+    std::error_code ec;
+    FURNACE_CHECK(fs::is_directory(fake, ec))
+        << "FURNACE_CGROUP_DIR='" << printable_clipped(fake) << "' is not a folder (it names the folder that "
+        << "holds a cgroup's memory.max and memory.current, or memory.limit_in_bytes and memory.usage_in_bytes)";
+    return {fs::path(fake)};
+  }
   std::vector<fs::path> dirs;
   std::ifstream f("/proc/self/cgroup");
   std::string line;
