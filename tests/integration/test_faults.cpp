@@ -36,6 +36,7 @@ class Faults : public CliHarness {
   }
   // A fake cgroup folder with these files.
   std::string cgroup(const std::string& name, const std::vector<std::pair<std::string, std::string>>& files) {
+    fs::create_directories(path(name));
     for (const auto& [file, text] : files) write_file(name + "/" + file, text + "\n");
     return path(name);
   }
