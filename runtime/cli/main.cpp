@@ -22,8 +22,9 @@ int delivered(int status) {
     why = errno;
   }
   if (!failed) return status;
+  // The failed write may have been an earlier flush (std::endl) whose errno is gone by now.
   std::fprintf(stderr, "furnace: error: cannot write to standard output: %s\n",
-               why ? std::strerror(why) : "a write failed");
+               why ? std::strerror(why) : "an earlier write to it failed");
   return status ? status : 1;
 }
 
@@ -57,11 +58,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return delivered(app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return delivered(app.exit(e));
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return delivered(app.exit(e));
   } catch (const furnace::cli::ExitCode& e) {
     return delivered(e.code);
   } catch (const CLI::ParseError& e) {
