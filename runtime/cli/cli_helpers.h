@@ -3,6 +3,8 @@
 // input. Not here: the commands (one file each), the rules behind them (runtime/src/machine).
 #pragma once
 
+#include <CLI/CLI.hpp>
+
 #include <map>
 #include <optional>
 #include <string>
@@ -19,5 +21,10 @@ std::map<std::string, std::string> cuda_environment(const std::optional<std::str
 // A --device-ids value: "0,1,2,3" (relative to the visible devices); "" is an explicit empty list
 // (DataParallel then fails as PyTorch does). One clear line for anything else.
 std::vector<int> parse_device_ids(const std::string& text, const char* flag = "--device-ids");
+
+// For an unsigned 64-bit option (--seed): refuses a negative number or one above 2^64 - 1, which
+// CLI11 would otherwise wrap or clamp to 2^64 - 1 without a word. Other text is left to CLI11's
+// conversion error.
+CLI::Validator unsigned_64();
 
 }  // namespace furnace::cli

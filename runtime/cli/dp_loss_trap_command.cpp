@@ -112,7 +112,7 @@ void add_dp_loss_trap_command(CLI::App& app) {
                                         "CUDA_VISIBLE_DEVICES of the process (default: this shell's)");
   cmd->add_option_function<std::string>("--order", [opts](const std::string& v) { opts->order = v; },
                                         "CUDA_DEVICE_ORDER: FASTEST_FIRST or PCI_BUS_ID (default: this shell's)");
-  cmd->add_option("--seed", opts->seed, "seed for the model and the batch")->capture_default_str();
+  cmd->add_option("--seed", opts->seed, "seed for the model and the batch")->check(unsigned_64())->capture_default_str();
   cmd->add_flag("--json", opts->json, "print one JSON object ({\"unequal\":{...},\"equal\":{...}})");
   cmd->footer("Example: furnace dp-loss-trap --batch 10 --topology workstation-4x3090");
   cmd->callback([opts] { run(*opts); });

@@ -81,6 +81,18 @@ std::vector<lesson::Lesson> load_or_exit(const LessonOptions& o) {
   return lessons;
 }
 
+// The lessons, for a command about lesson `id` alone: another folder that does not load is no
+// reason to refuse this one (its errors are printed, and exit 2, only when `id` is not among them).
+std::vector<lesson::Lesson> load_for(const LessonOptions& o, const std::string& id) {
+  std::vector<std::string> errors;
+  std::vector<lesson::Lesson> lessons = lesson::load_lessons(lesson::lessons_dir(o.lessons_dir), &errors);
+  for (const lesson::Lesson& l : lessons)
+    if (l.id == id) return lessons;
+  for (const std::string& e : errors) std::fprintf(stderr, "furnace: error: %s\n", e.c_str());
+  if (!errors.empty()) throw ExitCode{2};
+  return lessons;
+}
+
 const lesson::Lesson& find_lesson(const std::vector<lesson::Lesson>& lessons, const std::string& id) {
   for (const lesson::Lesson& l : lessons)
     if (l.id == id) return l;
@@ -266,7 +278,7 @@ void add_lesson_command(CLI::App& app) {
   run->add_option("--step", opts->step, "only this step (1-based)");
   run->callback([opts] {
     const Lang lang = lesson::parse_lang(opts->lang);
-    const std::vector<lesson::Lesson> lessons = load_or_exit(*opts);
+    const std::vector<lesson::Lesson> lessons = load_for(*opts, opts->id);
     run_lesson(find_lesson(lessons, opts->id), lang, opts->step);
   });
 
@@ -279,7 +291,7 @@ void add_lesson_command(CLI::App& app) {
     std::vector<Lang> langs;
     for (const std::string& s : opts->langs) langs.push_back(lesson::parse_lang(s));
     if (langs.empty()) langs = {Lang::en, Lang::zh};
-    const std::vector<lesson::Lesson> lessons = load_or_exit(*opts);
+    const std::vector<lesson::Lesson> lessons = opts->all ? load_or_exit(*opts) : load_for(*opts, opts->id);
     bool ok = true;
     if (opts->all) {
       FURNACE_CHECK(!lessons.empty()) << "no lessons in " << lesson::lessons_dir(opts->lessons_dir);

@@ -1,10 +1,34 @@
 // furnace: the command-line tool. `furnace train`, `furnace memory`, ...
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <new>
 #include <string>
 
 #include "commands.h"
 #include "furnace/error.h"
+
+namespace {
+
+// A command's report is only delivered once stdout has taken it: flush and close it, and turn a
+// failure (a full disk, a closed pipe) into one line and status 1 instead of a silent success.
+int delivered(int status) {
+  errno = 0;
+  bool failed = std::fflush(stdout) != 0 || std::ferror(stdout);
+  int why = errno;
+  if (std::fclose(stdout) != 0 && !failed) {
+    failed = true;
+    why = errno;
+  }
+  if (!failed) return status;
+  // The failed write may have been an earlier flush (std::endl) whose errno is gone by now.
+  std::fprintf(stderr, "furnace: error: cannot write to standard output: %s\n",
+               why ? std::strerror(why) : "an earlier write to it failed");
+  return status ? status : 1;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Furnace: learn and run multi-GPU training (CUDA runtime and multi-GPU simulator)",
@@ -34,14 +58,13 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
+    return delivered(app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
+    return delivered(app.exit(e));
   } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
+    return delivered(app.exit(e));
   } catch (const furnace::cli::ExitCode& e) {
-    std::fflush(stdout);
-    return e.code;
+    return delivered(e.code);
   } catch (const CLI::ParseError& e) {
     // One line, the program's name first, a non-zero status (CLI11's own output is several lines).
     std::fprintf(stderr, "furnace: error: %s (see furnace --help)\n", e.what());
@@ -49,9 +72,15 @@ int main(int argc, char** argv) {
   } catch (const furnace::Error& e) {
     std::fprintf(stderr, "furnace: error: %s\n", e.what());
     return 1;
+  } catch (const std::bad_alloc&) {
+    // No allocation of ours says how much it wanted here (the simulator's device memory does, in
+    // its own message): say at least that it was the host, not a simulated GPU, that ran out.
+    std::fprintf(stderr, "furnace: error: out of host memory: an allocation in this process failed "
+                         "(std::bad_alloc); ulimit -v, the container's limit or the machine's RAM caps it\n");
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "furnace: error: %s\n", e.what());
     return 1;
   }
-  return 0;
+  return delivered(0);
 }

@@ -2,6 +2,7 @@
 // device's memory; --json ends stdout with one JSON object; --trace writes a Chrome trace.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -15,6 +16,8 @@
 #include "furnace/error.h"
 #include "furnace/file_kind.h"  // defines: why_not_writable
 #include "furnace/process.h"  // defines: describe_cuda_environment
+#include "furnace/stop_signals.h"  // defines: install_stop_signals, stop_signal
+#include "furnace/topology.h"  // defines: load_topology
 #include "furnace/train.h"
 
 namespace furnace::cli {
@@ -35,7 +38,39 @@ struct TrainOptions {
   int64_t stop_at_step = -1;
   bool strict_keys = false;
   std::function<bool(const std::string&)> given;  // whether a flag was on the command line
+
+  const std::string& path_of(const std::string& flag) const {
+    if (flag == "--resume") return resume;
+    if (flag == "--checkpoint") return checkpoint;
+    if (flag == "--trace") return trace_path;
+    return scenario.data_dir;
+  }
 };
+
+// What a resumed run takes from its checkpoint and then looks up on this machine (the topology,
+// the data folder): a failure there names the checkpoint, and the flag that overrides it.
+void check_saved_places(const Scenario& sc, const std::string& path, const std::function<bool(const std::string&)>& given) {
+  if (!given("--topology")) {
+    try {
+      load_topology(sc.topology);
+    } catch (const Error& e) {
+      FURNACE_FAIL() << "checkpoint " << printable(path) << ": its scenario's topology: " << e.message()
+                     << " (--topology overrides it)";
+    }
+  }
+  if (!given("--data") && !sc.data_dir.empty())
+    FURNACE_CHECK(std::filesystem::is_directory(sc.data_dir))
+        << "checkpoint " << printable(path) << ": its scenario's data folder " << printable(sc.data_dir)
+        << " does not exist here (--data DIR overrides it)";
+}
+
+// The one line a run stopped by a signal ends with, and how to go on from there.
+std::string stopped_line(const TrainResult& r, int64_t total, const std::string& path) {
+  std::string line = std::string("stopped by ") + stop_signal_name(r.stop_signal) + " after step " +
+                     std::to_string(r.steps) + " of " + std::to_string(total);
+  if (path.empty()) return line + "; nothing saved (without --checkpoint PATH a stopped run cannot be resumed)";
+  return line + "; checkpoint saved to " + printable(path) + ": continue with furnace train --resume " + printable(path);
+}
 
 
 // DataParallel's part of the summary: how the batch was split, and where each device's modelled
@@ -75,11 +110,11 @@ void print_dp_summary(const DpReport& dp, bool real_gpus) {
 void print_checkpoint_summary(const TrainResult& r, const std::string& path, int64_t save_every) {
   if (r.checkpoints_saved > 0)
     std::printf("  checkpoint      %lld saved to %s (%s; the last at step %lld; %s, %.1f ms each: "
-                "written to %s.tmp, fsync'ed, renamed)\n",
+                "written to a temporary file, fsync'ed, renamed)\n",
                 static_cast<long long>(r.checkpoints_saved), path.c_str(),
                 save_every > 0 ? ("every " + std::to_string(save_every) + " steps and at the end").c_str() : "at the end",
                 static_cast<long long>(r.last_checkpoint_step), format_size(r.checkpoint_bytes).c_str(),
-                1e3 * r.checkpoint_save_s, path.c_str());
+                1e3 * r.checkpoint_save_s);
   if (r.stopped)
     std::printf("  stopped         at step %lld (--stop-at-step), not evaluated: continue with "
                 "furnace train --resume %s\n", static_cast<long long>(r.steps), path.c_str());
@@ -189,6 +224,8 @@ std::string ids_text(const std::vector<int>& ids) {
 }
 
 void run(const TrainOptions& o) {
+  // Ctrl-C, SIGTERM, SIGHUP: the step in flight finishes, the checkpoint is saved, then one line.
+  install_stop_signals();
   Scenario sc = o.scenario;
   sc.hidden = parse_int_list(o.hidden, "--hidden", "layer widths (e.g. 512,512)");
   sc.env = cuda_environment(o.visible, o.order);
@@ -205,9 +242,13 @@ void run(const TrainOptions& o) {
   FURNACE_CHECK(!o.given("--save-every") || o.save_every >= 1) << "--save-every must be at least 1 (got " << o.save_every << ")";
   FURNACE_CHECK(!o.given("--stop-at-step") || o.stop_at_step >= 1) << "--stop-at-step must be at least 1 (got " << o.stop_at_step << ")";
   FURNACE_CHECK(!o.strict_keys || !o.resume.empty()) << "--strict-keys needs --resume PATH";
+  // An empty path would otherwise mean "not given": the run would go on without what was asked.
+  for (const char* flag : {"--resume", "--checkpoint", "--trace", "--data"})
+    FURNACE_CHECK(!o.given(flag) || !o.path_of(flag).empty()) << flag << ": the path is empty";
   if (!o.resume.empty()) {
     saved = std::make_unique<Checkpoint>(read_checkpoint(o.resume));
     sc = resume_scenario(saved->scenario, sc, o.given);
+    check_saved_places(sc, o.resume, o.given);
     ck.resume = saved.get();
     ck.resume_path = o.resume;
     if (ck.path.empty()) ck.path = o.resume;
@@ -258,8 +299,19 @@ void run(const TrainOptions& o) {
     std::printf("  %s (furnace devices shows which GPU is which)\n", describe_cuda_environment(sc.env).c_str());
   if (!o.json) ck.on_note = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
   std::fflush(stdout);
-  TrainResult r = train(sc, bus, progress, ck);
+  ck.stop_requested = stop_signal;
+  int64_t total = 0;
+  TrainResult r = train(sc, bus, [&](const Progress& p) {
+    total = p.total_steps;
+    if (progress) progress(p);
+  }, ck);
   bar.finish();
+  if (r.stop_signal != 0) {
+    if (writer) writer->write(o.trace_path);
+    std::fflush(stdout);
+    std::fprintf(stderr, "furnace: %s\n", stopped_line(r, total, ck.path).c_str());
+    throw ExitCode{128 + r.stop_signal};
+  }
 
   if (writer) {
     writer->write(o.trace_path);
@@ -296,7 +348,7 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--momentum", s.momentum, "SGD momentum")->capture_default_str();
   cmd->add_option("--lr-schedule", s.lr_schedule, "constant, or cosine (CosineAnnealingLR over the run)")->capture_default_str();
   cmd->add_option("--hidden", opts->hidden, "hidden layer widths, comma-separated")->capture_default_str();
-  cmd->add_option("--seed", s.seed, "seed for initialisation and shuffling")->capture_default_str();
+  cmd->add_option("--seed", s.seed, "seed for initialisation and shuffling")->check(unsigned_64())->capture_default_str();
   cmd->add_option("--data", s.data_dir, "MNIST-format folder (default: Debian's Fashion-MNIST)");
   cmd->add_option("--steps", s.max_steps, "stop after this many optimizer steps");
   cmd->add_option("--device", s.device, "logical device ordinal (cuda:N) to train on")->capture_default_str();

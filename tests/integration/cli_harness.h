@@ -103,6 +103,18 @@ class CliHarness : public ::testing::Test {
   // The committed Fashion-MNIST slice (2,000 training / 500 test images).
   static std::string slice() { return std::string(FURNACE_TEST_DATA_DIR) + "/fashion-mnist"; }
 
+  // A topology of one simulated GPU of 1 PiB, written to huge.toml: only the host's memory limits
+  // what runs on it. Returns its path.
+  std::string huge_gpu_topology() {
+    return write_file("huge.toml",
+                      "name = \"huge\"\ndescription = \"one GPU of 1 PiB\"\nsource = \"a test\"\n"
+                      "[host]\npinned_gbps = 25\npageable_gbps = 12\nlatency_us = 10\n"
+                      "[[gpu]]\nname = \"Huge GPU\"\npci_bus_id = \"00000000:01:00.0\"\n"
+                      "memory_mib = 1073741823\ncontext_mib = 300\nsm_count = 100\n"
+                      "compute_capability = \"9.0\"\ntflops_fp32 = 60\ntflops_fp16 = 900\n"
+                      "tflops_bf16 = 900\nmemory_gbps = 3000\nlaunch_latency_us = 5\n");
+  }
+
   // Writes `bytes` to `name` in the scratch folder; returns its path.
   std::string write_file(const std::string& name, const std::string& bytes) {
     const fs::path p = dir_ / name;

@@ -167,18 +167,13 @@ TEST_F(CliCheckpoint, ATraceOrCheckpointThatCannotBeWrittenIsRefusedBeforeTheRun
 TEST_F(CliCheckpoint, AScenarioTheHostCannotHoldIsRefusedBeforeItStarts) {
   // One simulated GPU of 1 PiB, so PyTorch's out-of-memory error cannot come first: only the
   // machine's RAM limits the run. Two hidden layers sized to need about 4x what is available.
-  const uint64_t available = host_memory_available();
-  ASSERT_GT(available, 0u);
+  const HostMemoryBudget budget = host_memory_budget();  // MemAvailable, or a container's or ulimit's less
+  ASSERT_TRUE(budget.known) << budget.source;
+  const uint64_t available = budget.bytes;
   uint64_t width = 1024;
   while (width < (1u << 20) && 12.0 * static_cast<double>(width) * static_cast<double>(width) < 4.0 * static_cast<double>(available))
     width *= 2;
-  const std::string topo = write_file("huge.toml",
-                                      "name = \"huge\"\ndescription = \"one GPU of 1 PiB\"\nsource = \"a test\"\n"
-                                      "[host]\npinned_gbps = 25\npageable_gbps = 12\nlatency_us = 10\n"
-                                      "[[gpu]]\nname = \"Huge GPU\"\npci_bus_id = \"00000000:01:00.0\"\n"
-                                      "memory_mib = 1073741823\ncontext_mib = 300\nsm_count = 100\n"
-                                      "compute_capability = \"9.0\"\ntflops_fp32 = 60\ntflops_fp16 = 900\n"
-                                      "tflops_bf16 = 900\nmemory_gbps = 3000\nlaunch_latency_us = 5\n");
+  const std::string topo = huge_gpu_topology();
   const auto t0 = std::chrono::steady_clock::now();
   const std::string base = "train --quiet --data " + slice() + " --batch 100 --hidden ";
   const CliRun r = expect_one_line_error(base + std::to_string(width) + "," + std::to_string(width) + " --topology " + topo,
@@ -186,7 +181,7 @@ TEST_F(CliCheckpoint, AScenarioTheHostCannotHoldIsRefusedBeforeItStarts) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(seconds, 20.0) << "refused up front, not attempted";
   EXPECT_NE(r.err.find("this scenario needs about"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("available (MemAvailable in /proc/meminfo)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("available (" + budget.source.substr(0, 16)), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("cuda:0"), std::string::npos) << r.err;
   // On a real-sized GPU a model that large stops at PyTorch's out-of-memory error, as before.
   expect_one_line_error(base + "100000,100000", "CUDA out of memory. Tried to allocate");

@@ -82,6 +82,32 @@ TEST_F(LessonCli, BrokenLessonExitsWithTwoNamingFileAndLine) {
   EXPECT_EQ(furnace::cli_test::count_lines(r.err), 1) << r.err;
 }
 
+TEST_F(LessonCli, ALessonsTopologyIsANameNeverAPath) {
+  const std::string dir = lessons(replaced(kTinyToml, "[step.scenario]\n", "[step.scenario]\ntopology = \"../../../../etc/passwd\"\n"));
+  CliRun r = furnace("lesson --lessons-dir " + dir + " list");
+  EXPECT_EQ(r.status, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("01-tiny/lesson.toml:15:12: step 'count': scenario: topology: '../../../../etc/passwd' is not a "
+                       "name: a lesson names a machine in data/topologies, not a file"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("TOML"), std::string::npos) << "the file was never opened and parsed: " << r.err;
+  EXPECT_EQ(furnace::cli_test::count_lines(r.err), 1) << r.err;
+}
+
+TEST_F(LessonCli, ABrokenFolderDoesNotStopAnotherLesson) {
+  const std::string dir = lessons();
+  write_file("lessons/02-broken/lesson.toml", "id = [\n");
+  CliRun r = furnace("lesson --lessons-dir " + dir + " check 01-tiny");
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("PASS  01-tiny [en]"), std::string::npos) << r.out;
+  r = furnace("lesson --lessons-dir " + dir + " run 01-tiny");
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  // The broken folder still stops what needs every lesson, and a lesson that is not there.
+  EXPECT_EQ(furnace("lesson --lessons-dir " + dir + " check --all").status, 2);
+  r = furnace("lesson --lessons-dir " + dir + " check 02-broken");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("02-broken/lesson.toml"), std::string::npos) << r.err;
+}
+
 TEST_F(LessonCli, BadArgumentsGetOneLine) {
   expect_one_line_error("lesson run no-such-lesson", "no lesson 'no-such-lesson'");
   expect_one_line_error("lesson run 01-single-card --lang fr", "--lang must be en or zh");

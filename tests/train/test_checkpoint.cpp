@@ -6,15 +6,18 @@
 #include <zlib.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <set>
 
 #include "furnace/checkpoint.h"
 #include "furnace/error.h"
 #include "furnace/host_memory.h"
+#include "support/scratch_dir.h"  // defines: ScratchDir
 
 namespace furnace {
 namespace {
@@ -172,31 +175,59 @@ TEST(CheckpointFormat, MetadataProblemsNameTheField) {
   EXPECT_NE(error_for(c).find("one mean loss per finished epoch (1)"), std::string::npos);
 }
 
-class CheckpointFile : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("furnace_ckpt_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
+TEST(CheckpointFormat, AScalerStatePyTorchCouldNotHoldIsRefused) {
+  auto error_for = [](const Checkpoint& c) { return error_of(serialize_checkpoint(c)); };
+  for (double scale : {-1.0, 0.0, 1e308}) {  // 1e308 is inf as a float32: every step would be skipped
+    Checkpoint c = small_checkpoint();
+    c.scaler["scale"] = scale;
+    EXPECT_NE(error_for(c).find("'scaler.scale' must be a positive finite float32"), std::string::npos) << error_for(c);
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
-};
+  const std::vector<std::pair<std::pair<const char*, double>, const char*>> cases = {
+      {{"growth_factor", 1.0}, "'scaler.growth_factor' must be > 1.0"},
+      {{"backoff_factor", 1.0}, "'scaler.backoff_factor' must be in (0, 1)"},
+      {{"backoff_factor", 0.0}, "'scaler.backoff_factor' must be in (0, 1)"},
+      {{"growth_interval", 0}, "'scaler.growth_interval' must be a positive integer"},
+      {{"_growth_tracker", 2000}, "'scaler._growth_tracker' must be below growth_interval"}};
+  for (const auto& [change, message] : cases) {
+    Checkpoint c = small_checkpoint();
+    c.scaler[change.first] = change.second;
+    EXPECT_NE(error_for(c).find(message), std::string::npos) << error_for(c);
+  }
+  EXPECT_EQ(error_for(small_checkpoint()), "");
+}
+
+TEST(CheckpointFormat, GarbageAfterTheMetadataJsonIsRefused) {
+  // The meta section comes first: grow its payload by "\0garbage", fix its length and the CRC.
+  std::vector<uint8_t> b = serialize_checkpoint(small_checkpoint());
+  const size_t length_at = 8 + 4 + 4 + 4 + 4;  // magic, version, count, name length, "meta"
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(b[length_at + static_cast<size_t>(i)]) << (8 * i);
+  const std::string junk("\0garbage", 8);
+  b.insert(b.begin() + static_cast<std::ptrdiff_t>(length_at + 8 + n), junk.begin(), junk.end());
+  for (int i = 0; i < 8; ++i) b[length_at + static_cast<size_t>(i)] = static_cast<uint8_t>((n + junk.size()) >> (8 * i));
+  const std::string e = error_of(with_fixed_crc(b));
+  EXPECT_NE(e.find("metadata is not valid JSON: a NUL byte at offset " + std::to_string(n)), std::string::npos) << e;
+}
+
+class CheckpointFile : public test::ScratchDir {};
 
 TEST_F(CheckpointFile, SaveIsAtomicAndLeavesNoTemporary) {
   const std::string path = (dir_ / "run.ckpt").string();
   Checkpoint a = small_checkpoint();
   const size_t n = save_checkpoint(a, path);
   EXPECT_EQ(n, fs::file_size(path));
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  auto files = [&] { return static_cast<int>(std::distance(fs::directory_iterator(dir_), fs::directory_iterator())); };
+  EXPECT_EQ(files(), 1) << "no temporary file is left";
   a.step = 9;
   save_checkpoint(a, path);
   EXPECT_EQ(read_checkpoint(path).step, 9);
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
-  // A stale temporary from a killed save is simply overwritten.
-  std::ofstream(path + ".tmp") << "half a checkpoint";
+  EXPECT_EQ(files(), 1);
+  // Through a symlink: the target is replaced, the link stays.
+  const std::string link = (dir_ / "link.ckpt").string();
+  fs::create_symlink(path, link);
   a.step = 10;
-  save_checkpoint(a, path);
+  save_checkpoint(a, link);
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(link)));
   EXPECT_EQ(read_checkpoint(path).step, 10);
 }
 
@@ -338,10 +369,9 @@ TEST(HostMemory, EstimateCountsEveryDeviceUpToWhereItsGpuRunsOut) {
 TEST(HostMemory, RefusesWithBothFiguresOnOneLine) {
   Scenario sc;
   const HostMemoryEstimate e = estimate_host_memory(sc, {784, 512, 512, 10}, {{0, 1ull << 40}}, 100ull << 20, true);
-  EXPECT_NO_THROW(check_host_memory(e, 1ull << 40));
-  EXPECT_NO_THROW(check_host_memory(e, 0));  // unknown: never refuses
+  EXPECT_NO_THROW(check_host_memory(e, {1ull << 40, "MemAvailable in /proc/meminfo", true}));
   try {
-    check_host_memory(e, 50ull << 20);
+    check_host_memory(e, {50ull << 20, "MemAvailable in /proc/meminfo", true});
     FAIL();
   } catch (const Error& err) {
     const std::string m = err.what();
@@ -352,6 +382,64 @@ TEST(HostMemory, RefusesWithBothFiguresOnOneLine) {
   }
   EXPECT_GT(host_memory_available(), 0u);  // Linux: /proc/meminfo has MemAvailable
   EXPECT_GT(host_memory_resident(), 0u);
+}
+
+TEST(HostMemory, AnUnknownBudgetRefusesBigScenariosAndSaysWhy) {
+  Scenario sc;
+  const HostMemoryEstimate small = estimate_host_memory(sc, {784, 512, 10}, {{0, 1ull << 40}}, 50ull << 20, false);
+  const HostMemoryEstimate big = estimate_host_memory(sc, {784, 16384, 16384, 10}, {{0, 1ull << 40}}, 50ull << 20, false);
+  const HostMemoryBudget unknown{0, "unknown: /proc/meminfo has no MemAvailable", false};
+  EXPECT_NO_THROW(check_host_memory(small, unknown));
+  try {
+    check_host_memory(big, unknown);
+    FAIL() << "an unknown limit is not 'no limit'";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("how much this process may use is unknown: /proc/meminfo has no MemAvailable: "
+                                           "scenarios over 1024.00 MiB are refused"),
+              std::string::npos) << err.what();
+  }
+}
+
+// Sets an environment variable for one scope.
+struct ScopedEnv {
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST_F(CheckpointFile, TheBudgetIsTheSmallestOfMeminfoAndTheCgroupFromAFakeFolder) {
+  std::ofstream(dir_ / "meminfo") << "MemTotal: 8000000 kB\nMemAvailable:    4194304 kB\n";
+  ScopedEnv meminfo("FURNACE_MEMINFO", (dir_ / "meminfo").string());
+  fs::create_directories(dir_ / "cg");
+  ScopedEnv cgroup("FURNACE_CGROUP_DIR", (dir_ / "cg").string());
+  HostMemoryBudget b = host_memory_budget();  // no cgroup files: MemAvailable, 4 GiB
+  if (b.source.find("RLIMIT") != std::string::npos) GTEST_SKIP() << "a ulimit is set: " << b.source;
+  EXPECT_TRUE(b.known);
+  EXPECT_EQ(b.bytes, 4ull << 30);
+  EXPECT_EQ(b.source, "MemAvailable in /proc/meminfo");
+  std::ofstream(dir_ / "cg" / "memory.max") << "1073741824\n";  // v2: 1 GiB, 256 MiB used
+  std::ofstream(dir_ / "cg" / "memory.current") << "268435456\n";
+  b = host_memory_budget();
+  EXPECT_EQ(b.bytes, 768ull << 20);
+  EXPECT_NE(b.source.find("the cgroup's memory.max 1024.00 MiB minus its usage 256.00 MiB"), std::string::npos) << b.source;
+  std::ofstream(dir_ / "cg" / "memory.max") << "max\n";  // no limit: MemAvailable again
+  EXPECT_EQ(host_memory_budget().bytes, 4ull << 30);
+  fs::remove(dir_ / "cg" / "memory.max");  // v1 files
+  std::ofstream(dir_ / "cg" / "memory.limit_in_bytes") << "536870912\n";
+  std::ofstream(dir_ / "cg" / "memory.usage_in_bytes") << "0\n";
+  EXPECT_EQ(host_memory_budget().bytes, 512ull << 20);
+  std::ofstream(dir_ / "meminfo") << "nothing useful\n";  // nothing readable at all: unknown
+  fs::remove(dir_ / "cg" / "memory.limit_in_bytes");
+  b = host_memory_budget();
+  EXPECT_FALSE(b.known);
+  EXPECT_NE(b.source.find("has no MemAvailable, no cgroup memory limit can be read"), std::string::npos) << b.source;
 }
 
 }  // namespace

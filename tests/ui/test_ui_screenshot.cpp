@@ -141,5 +141,34 @@ TEST_F(Screenshot, ALessonStepWhoseScenarioFailsOnPurposePassesAndSaysSo) {
   EXPECT_NE(out.find("live run stopped (the lesson step's scenario): Invalid device id"), std::string::npos) << out;
 }
 
+
+// `script` (furnace-viz is $VIZ in it) run by sh under Xvfb; returns everything it printed.
+std::string under_xvfb(const fs::path& dir, const std::string& script) {
+  std::ofstream(dir / "script.sh") << "VIZ=" << FURNACE_VIZ << "\n" << script << "\n";
+  const std::string cmd = "xvfb-run -a -s '-screen 0 1280x800x24' env ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\" sh " +
+                          (dir / "script.sh").string() + " > " + (dir / "out.txt").string() + " 2>&1";
+  std::system(cmd.c_str());
+  std::ifstream f(dir / "out.txt");
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+TEST_F(Screenshot, AFullDiskGivesOneLineAndNoPartialPng) {
+  // ulimit -f 2: writes past 1 KiB fail (EFBIG) as on a full disk; SIGXFSZ ignored, so the write
+  // returns the error instead of killing the process.
+  const std::string png = (dir_ / "full.png").string();
+  const std::string out = under_xvfb(dir_, "trap '' XFSZ; ulimit -f 2; $VIZ --paused --panel devices --size 900x480 "
+                                           "--frames 3 --screenshot " + png + "; echo \"rc=$?\"");
+  EXPECT_EQ(out, "furnace-viz: cannot write screenshot '" + png + "': write: File too large\nrc=1\n");
+  EXPECT_FALSE(fs::exists(png)) << "no partial PNG";
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename().string().find("full.png.tmp"), std::string::npos) << e.path();
+}
+
+TEST_F(Screenshot, ASignalClosesTheWindowCleanly) {
+  const std::string out = under_xvfb(dir_, "$VIZ --paused --panel devices --size 900x480 --frames 0 & pid=$!; sleep 3; "
+                                           "kill -TERM $pid; wait $pid; echo \"rc=$?\"");
+  EXPECT_EQ(out, "furnace-viz: closed by SIGTERM\nrc=143\n");
+}
+
 }  // namespace
 }  // namespace furnace::viz

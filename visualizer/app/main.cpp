@@ -5,6 +5,7 @@
 // training, the snapshot (all in ui/).
 #include <malloc.h>  // defines: mallopt
 
+#include <cerrno>
 #include <cfloat>
 #include <chrono>
 #include <cmath>
@@ -21,12 +22,13 @@
 #include <backends/imgui_impl_glfw.h>
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
-#include <png.h>  // defines: png_* (libpng: better compression than stb's writer)
 
 #include "controller.h"   // defines: Controller, parse_hidden
 #include "frame_stats.h"  // defines: FrameStats
+#include "png_file.h"     // defines: write_png_file
 #include "furnace/error.h"       // defines: FURNACE_CHECK, printable
 #include "furnace/process.h"
+#include "furnace/stop_signals.h"  // defines: install_stop_signals, stop_signal
 #include "furnace/topology.h"    // defines: load_topology
 #include "furnace/visibility.h"  // defines: check_visible_devices_flag, parse_device_order
 #include "panels.h"       // defines: Ui
@@ -83,29 +85,16 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// The back buffer as RGB, written as PNG (top row first). Call after rendering, before the swap.
-bool write_screenshot(const std::string& path, int w, int h) {
-  std::vector<unsigned char> pixels(static_cast<size_t>(w) * static_cast<size_t>(h) * 3);
+// The back buffer as RGB, top row first. Call after rendering, before the swap.
+std::vector<unsigned char> read_back_buffer(int w, int h) {
+  const size_t row = static_cast<size_t>(w) * 3;
+  std::vector<unsigned char> gl(row * static_cast<size_t>(h)), rgb(gl.size());
   glReadBuffer(GL_BACK);
   glPixelStorei(GL_PACK_ALIGNMENT, 1);
-  glReadPixels(0, 0, w, h, GL_RGB, GL_UNSIGNED_BYTE, pixels.data());
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return false;
-  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
-  png_infop info = png ? png_create_info_struct(png) : nullptr;
-  bool ok = png && info && setjmp(png_jmpbuf(png)) == 0;
-  if (ok) {
-    png_init_io(png, f);
-    png_set_compression_level(png, 9);
-    png_set_IHDR(png, info, static_cast<png_uint_32>(w), static_cast<png_uint_32>(h), 8, PNG_COLOR_TYPE_RGB,
-                 PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
-    png_write_info(png, info);
-    const size_t row = static_cast<size_t>(w) * 3;
-    for (int y = h - 1; y >= 0; --y) png_write_row(png, pixels.data() + static_cast<size_t>(y) * row);  // GL: bottom row first
-    png_write_end(png, nullptr);
-  }
-  png_destroy_write_struct(png ? &png : nullptr, info ? &info : nullptr);
-  return std::fclose(f) == 0 && ok;
+  glReadPixels(0, 0, w, h, GL_RGB, GL_UNSIGNED_BYTE, gl.data());
+  for (int y = 0; y < h; ++y)  // GL: bottom row first
+    std::memcpy(rgb.data() + static_cast<size_t>(y) * row, gl.data() + static_cast<size_t>(h - 1 - y) * row, row);
+  return rgb;
 }
 
 // A 64-bit hash of everything that decides the picture: vertices, indices, commands, size.
@@ -247,6 +236,11 @@ int run(const Options& o) {
     while (!glfwWindowShouldClose(window)) {
       const auto t0 = Clock::now();
       glfwPollEvents();
+      if (furnace::stop_signal() != 0) {
+        glfwSetWindowShouldClose(window, GLFW_TRUE);
+        rc = 128 + furnace::stop_signal();
+        break;
+      }
       ImGui_ImplOpenGL3_NewFrame();
       if (frame == 0) {  // the font texture exists now: glyphs are pixel-exact, so sample NEAREST
                          // (cheaper than LINEAR in a software renderer, same pixels on screen)
@@ -300,11 +294,12 @@ int run(const Options& o) {
       if (last && !o.screenshot.empty()) {
         if (!redraw) ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());  // the back buffer is stale
         glFinish();
-        if (!write_screenshot(o.screenshot, fb_w, fb_h)) {
-          std::fprintf(stderr, "furnace-viz: cannot write %s\n", o.screenshot.c_str());
-          rc = 1;
-        } else {
+        try {
+          furnace::viz::write_png_file(o.screenshot, read_back_buffer(fb_w, fb_h), fb_w, fb_h);
           std::printf("screenshot: %s (%dx%d, frame %d)\n", o.screenshot.c_str(), fb_w, fb_h, frame + 1);
+        } catch (const furnace::Error& e) {
+          std::fprintf(stderr, "furnace-viz: %s\n", e.what());
+          rc = 1;
         }
       }
       if (redraw) glfwSwapBuffers(window);
@@ -343,7 +338,9 @@ int run(const Options& o) {
                   gl_ms.percentile(50), gl_ms.percentile(99), last_vertices, last_indices / 3, drawn, skipped);
     }
     const bool run_failed = controller.snapshot().run.state == furnace::viz::RunStatus::State::failed;
-    if (run_failed && o.lesson.empty()) {
+    const bool signalled = furnace::stop_signal() != 0;  // closed by a signal: only that is reported
+    if (signalled) {
+    } else if (run_failed && o.lesson.empty()) {
       std::fprintf(stderr, "furnace-viz: the run failed: %s\n", controller.snapshot().run.message.c_str());
       rc = 1;
     } else if (run_failed) {
@@ -351,7 +348,7 @@ int run(const Options& o) {
       // visible): the live run's error is then what the step shows, and the step's checks judge it.
       std::printf("live run stopped (the lesson step's scenario): %s\n", controller.snapshot().run.message.c_str());
     }
-    if (o.lesson_run) {  // the exit status says whether the step's checks passed
+    if (o.lesson_run && !signalled) {  // the exit status says whether the step's checks passed
       const furnace::viz::LessonView& lv = controller.lessons().view();
       const furnace::lesson::StepOutcome* outcome = lv.outcome(static_cast<size_t>(lv.step));
       if (!lv.run_error.empty()) {
@@ -372,6 +369,8 @@ int run(const Options& o) {
   ImGui::DestroyContext();
   glfwDestroyWindow(window);
   glfwTerminate();
+  if (const int sig = furnace::stop_signal())
+    std::fprintf(stderr, "furnace-viz: closed by %s\n", furnace::stop_signal_name(sig));
   return rc;
 }
 
@@ -427,6 +426,7 @@ void check_options(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  furnace::install_stop_signals();  // Ctrl-C, SIGTERM, SIGHUP: the window closes as its button does
   Options o;
   furnace::Scenario& s = o.scenario;
   CLI::App cli{"furnace-viz: watch a Scenario train live on the (simulated) runtime"};
@@ -488,7 +488,13 @@ int main(int argc, char** argv) {
     furnace::viz::scenario_from_controls(c);
     o.lesson_step_given = cli.count("--lesson-step") > 0;
     check_options(o);
-    return run(o);
+    const int rc = run(o);
+    // What it printed (the screenshot's line, --frame-stats) must have reached stdout.
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      std::fprintf(stderr, "furnace-viz: cannot write to standard output: %s\n", std::strerror(errno));
+      return rc ? rc : 1;
+    }
+    return rc;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "furnace-viz: %s\n", e.what());
     return 1;

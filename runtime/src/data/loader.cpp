@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <system_error>
 #include <thread>
 
 #include "furnace/error.h"
@@ -175,7 +176,16 @@ void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
     std::lock_guard<std::mutex> lock(m.mu);
     for (int64_t i = 0; i < static_cast<int64_t>(opt_.prefetch_factor) * opt_.num_workers; ++i) m.send_one();
   }
-  for (int w = 0; w < opt_.num_workers; ++w) m.workers.emplace_back([&m, w] { m.worker_loop(w); });
+  for (int w = 0; w < opt_.num_workers; ++w) {
+    try {
+      m.workers.emplace_back([&m, w] { m.worker_loop(w); });
+    } catch (const std::system_error& e) {  // EAGAIN: the system's limit on threads, or memory for stacks
+      m.stop_workers();
+      FURNACE_FAIL() << "DataLoader: cannot start worker " << w + 1 << " of " << opt_.num_workers << " (num_workers="
+                     << opt_.num_workers << "): " << e.code().message()
+                     << " (the limit on threads or memory for their stacks; use fewer --workers)";
+    }
+  }
 }
 
 bool DataLoader::next(Batch& out) {

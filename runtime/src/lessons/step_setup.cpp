@@ -62,6 +62,11 @@ const std::vector<StepKey>& step_keys() {
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          Scenario& sc = s.scenario();
          sc.topology = f.string_of(n, k);
+         // A name, never a path: a lesson folder from elsewhere must not make Furnace open
+         // "../../../../etc/passwd" (FORMAT.md: a machine in data/topologies).
+         if (sc.topology.find('/') != std::string::npos || sc.topology.find(".toml") != std::string::npos)
+           f.fail(&n, "topology: '" + printable_clipped(sc.topology) +
+                          "' is not a name: a lesson names a machine in data/topologies, not a file");
          try {
            load_topology(sc.topology);
          } catch (const Error& e) {

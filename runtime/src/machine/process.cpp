@@ -15,7 +15,7 @@ std::optional<std::string> lookup(const Environment& env, const char* key) {
 std::string shown(const std::optional<std::string>& v) {
   if (!v) return "not set";
   std::string s(1, '\'');
-  s += printable(*v);
+  s += printable_clipped(*v);
   s += '\'';
   return s;
 }
@@ -37,7 +37,7 @@ std::string describe_cuda_environment(const Environment& env) {
     s += key;
     if (v) {
       s += '=';
-      s += v->empty() ? std::string("''") : printable(*v);
+      s += v->empty() ? std::string("''") : printable_clipped(*v);
     } else {
       s += " not set";
     }
@@ -54,7 +54,7 @@ Visibility resolve_visibility(const std::vector<GpuSpec>& gpus, const Environmen
   } else if (*order_text == "PCI_BUS_ID") {
     order = DeviceOrder::pci_bus_id;
   } else if (*order_text != "FASTEST_FIRST") {
-    order_note = "CUDA_DEVICE_ORDER='" + printable(*order_text) +
+    order_note = "CUDA_DEVICE_ORDER='" + printable_clipped(*order_text) +
                  "' is neither FASTEST_FIRST nor PCI_BUS_ID: treated as not set (FASTEST_FIRST; "
                  "what the driver does with it is not documented)";
   }

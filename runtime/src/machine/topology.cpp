@@ -61,7 +61,7 @@
 #include <toml++/toml.h>  // defines: toml::parse, toml::table, toml::node, toml::parse_error
 
 #include "furnace/error.h"  // defines: FURNACE_CHECK, FURNACE_FAIL, printable
-#include "furnace/file_kind.h"  // defines: too_big_to_read
+#include "furnace/file_kind.h"  // defines: too_big_to_read, is_special_file
 #include "furnace/toml_reader.h"  // defines: toml_ascii, toml_type_name, nearest_name
 
 #ifndef FURNACE_DEFAULT_DATA_DIR
@@ -189,6 +189,11 @@ class Fields {
     if (!n.is_string()) fail(&n, "'" + std::string(key) + "' must be a string, got " + toml_type_name(n));
     std::string s = n.as_string()->get();
     if (s.empty()) fail(&n, "'" + std::string(key) + "' must not be empty");
+    size_t len = 0;
+    const size_t bad = find_terminal_control(s, &len);
+    if (bad != std::string::npos)
+      fail(&n, "'" + std::string(key) + "' contains a terminal control character (" + printable(s.substr(bad, len)) +
+                   " at byte " + std::to_string(bad + 1) + "); these strings are printed as they are");
     return s;
   }
 
@@ -566,6 +571,8 @@ Topology load_topology(const std::string& name_or_path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (name_or_path.find('/') != std::string::npos || ends_with(name_or_path, ".toml")) {
+    FURNACE_CHECK(!is_special_file(name_or_path))
+        << "topology file '" << printable(name_or_path) << "': not a regular file";
     FURNACE_CHECK(fs::is_regular_file(name_or_path, ec))
         << "topology file '" << printable(name_or_path) << "' not found";
     return parse_topology(read_file(name_or_path), name_or_path);

@@ -65,9 +65,7 @@ std::vector<std::string_view> split_commas(std::string_view s) {
 
 // '<entry>' for a note: printable, shortened when long.
 std::string quoted(std::string_view entry) {
-  std::string p = printable(entry.size() > kMaxShown ? entry.substr(0, kMaxShown) : entry);
-  if (entry.size() > kMaxShown) p += "...";
-  return "'" + p + "'";
+  return "'" + printable_clipped(entry, kMaxShown) + "'";
 }
 
 std::string entry_ref(size_t index, std::string_view entry) {
@@ -239,7 +237,7 @@ void check_visible_devices_flag(std::string_view value, std::string_view flag) {
   for (size_t i = 0; i < value.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(value[i]);
     FURNACE_CHECK(c >= 0x20 && c != 0x7f)
-        << flag << ": '" << printable(value) << "' contains a control character (" << printable(value.substr(i, 1))
+        << flag << ": '" << printable_clipped(value) << "' contains a control character (" << printable(value.substr(i, 1))
         << " at position " << i + 1
         << "); CUDA_VISIBLE_DEVICES is a comma-separated list of ordinals, GPU-UUIDs or MIG ids";
   }

@@ -20,6 +20,10 @@ void check_balance(Runtime& rt, const std::vector<int>& ids,
   std::vector<const GpuSpec*> props;
   for (int id : ids) {
     FURNACE_CHECK(id >= 0 && id < rt.device_count()) << "Invalid device id";
+    // Two replicas on one device would sum that device's gradients twice in reduce-add.
+    FURNACE_CHECK(std::count(ids.begin(), ids.end(), id) == 1)
+        << "device_ids names device " << id << " more than once: DataParallel runs one replica per device, "
+        << "so each id may appear only once";
     props.push_back(&rt.backend().device_spec(id));
   }
   auto imbalanced = [&](auto value) {

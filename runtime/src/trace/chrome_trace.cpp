@@ -4,10 +4,10 @@
 // perfectly; allocated/reserved bytes are a counter ("C") per device. Times are written in whole
 // nanoseconds (as microseconds with three decimals) so back-to-back events touch, never overlap.
 #include <cmath>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include "furnace/atomic_file.h"  // defines: write_file_atomically
 #include "furnace/error.h"
 #include "furnace/file_kind.h"  // defines: is_special_file
 #include "furnace/trace.h"
@@ -109,20 +109,9 @@ std::string ChromeTraceWriter::to_json() const {
 }
 
 void ChromeTraceWriter::write(const std::string& path) const {
-  // Written to PATH.tmp, then renamed over PATH.
   FURNACE_CHECK(!is_special_file(path))
       << "cannot write trace file '" << printable(path) << "': it exists and is not a regular file";
-  std::string text = to_json();
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    FURNACE_CHECK(f.good()) << "cannot write trace file '" << path << "'";
-    f << text;
-    f.flush();
-    FURNACE_CHECK(f.good()) << "cannot write trace file '" << path << "'";
-  }
-  FURNACE_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0)
-      << "cannot write trace file '" << path << "'";
+  write_file_atomically(path, to_json(), "cannot write trace file '" + printable(path) + "'");
 }
 
 }  // namespace furnace

@@ -17,10 +17,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <set>
 
+#include "furnace/atomic_file.h"  // defines: write_file_atomically
 #include "furnace/checkpoint.h"
 #include "furnace/error.h"
 #include "furnace/file_kind.h"  // defines: is_special_file
@@ -285,39 +285,11 @@ Checkpoint read_checkpoint(const std::string& path) {
 }
 
 size_t save_checkpoint(const Checkpoint& ck, const std::string& path) {
-  // PATH.tmp is renamed over PATH.
   FURNACE_CHECK(!is_special_file(path))
-      << "cannot save checkpoint " << path << ": it exists and is not a regular file";
+      << "cannot save checkpoint " << printable(path) << ": it exists and is not a regular file";
   const std::vector<uint8_t> bytes = serialize_checkpoint(ck);
-  const std::string tmp = path + ".tmp";
-  auto fail = [&](const char* step, int fd) {
-    const std::string why = errno_text();
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    FURNACE_FAIL() << "cannot save checkpoint " << path << ": " << step << ": " << why;
-  };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("open", -1);
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) fail("write", fd);
-    done += static_cast<size_t>(n);
-  }
-  // The data must be on disk before the rename makes it the checkpoint; otherwise a power loss
-  // could leave PATH naming a file whose blocks never arrived.
-  if (::fsync(fd) != 0) fail("fsync", fd);
-  if (::close(fd) != 0) fail("close", -1);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) fail("rename", -1);
-  // The rename itself lives in the folder: sync it too.
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  const std::filesystem::path dir = parent.empty() ? std::filesystem::path(".") : parent;
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  write_file_atomically(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()),
+                        "cannot save checkpoint " + printable(path));
   return bytes.size();
 }
 

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -263,8 +264,30 @@ std::string checkpoint_meta_json(const Checkpoint& ck) {
   return j.dump(1);
 }
 
+// GradScaler.state_dict()'s values as PyTorch's GradScaler can hold them: the scale a positive
+// float32 (1e308 would become inf, and every step would be skipped), the factors on the right side
+// of 1, the tracker below the interval.
+static void check_scaler_state(const Meta& m, const std::map<std::string, double>& st) {
+  const double scale = st.at("scale");
+  if (!(scale > 0) || scale > std::numeric_limits<float>::max())
+    m.fail("scaler.scale", "must be a positive finite float32 (got " + std::to_string(scale) + ")");
+  if (!(st.at("growth_factor") > 1)) m.fail("scaler.growth_factor", "must be > 1.0");
+  const double backoff = st.at("backoff_factor");
+  if (!(backoff > 0 && backoff < 1)) m.fail("scaler.backoff_factor", "must be in (0, 1)");
+  const double interval = st.at("growth_interval");
+  if (interval < 1 || interval > std::numeric_limits<int32_t>::max())
+    m.fail("scaler.growth_interval", "must be a positive integer");
+  if (st.at("_growth_tracker") >= interval)
+    m.fail("scaler._growth_tracker", "must be below growth_interval");
+}
+
 void parse_checkpoint_meta(const std::string& text, Checkpoint& ck, const std::string& origin) {
   FURNACE_CHECK(nesting_within(text, 16)) << "checkpoint " << origin << ": metadata nests too deeply";
+  // nlohmann's parser stops at a NUL byte as at the end of the text: what follows would be ignored.
+  const size_t nul = text.find('\0');
+  FURNACE_CHECK(nul == std::string::npos)
+      << "checkpoint " << origin << ": metadata is not valid JSON: a NUL byte at offset " << nul
+      << " (the metadata is " << text.size() << " bytes)";
   json root;
   try {
     root = json::parse(text);
@@ -321,6 +344,7 @@ void parse_checkpoint_meta(const std::string& text, Checkpoint& ck, const std::s
     if (!std::isfinite(v) || (count && (v != std::floor(v) || v < 0 || v > 9007199254740992.0)))
       m.fail("scaler." + key, count ? "must be a non-negative integer" : "must be finite");
   }
+  if (!ck.scaler.empty()) check_scaler_state(m, ck.scaler);
 
   const json& l = m.object(root, "loader");
   ck.loader.epoch = m.integer(l, "loader.epoch", 0, ck.scenario.epochs - 1);

@@ -134,25 +134,20 @@ uint64_t host_memory_resident() {
   return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
-uint64_t host_memory_available() {
-  std::ifstream f("/proc/meminfo");
-  std::string line;
-  while (std::getline(f, line)) {  // "MemAvailable:   23382924 kB" (some lines have no unit)
-    std::istringstream in(line);
-    std::string key;
-    uint64_t kib = 0;
-    if (in >> key >> kib && key == "MemAvailable:") return kib * 1024;
-  }
-  return 0;
-}
-
-void check_host_memory(const HostMemoryEstimate& estimate, uint64_t available) {
+void check_host_memory(const HostMemoryEstimate& estimate, const HostMemoryBudget& budget) {
   const uint64_t need = estimate.total();
-  FURNACE_CHECK(available == 0 || need <= available)
+  const char* advice = "; use a smaller --hidden or --batch, or fewer devices";
+  if (!budget.known) {
+    FURNACE_CHECK(need <= kUnknownBudgetAllowance)
+        << "this scenario needs about " << format_size(need) << " of host memory and how much this process "
+        << "may use is " << budget.source << ": scenarios over " << format_size(kUnknownBudgetAllowance)
+        << " are refused rather than risk the OOM killer [" << estimate.breakdown() << "]" << advice;
+    return;
+  }
+  FURNACE_CHECK(need <= budget.bytes)
       << "this scenario needs about " << format_size(need) << " of host memory and this machine has "
-      << format_size(available) << " available (MemAvailable in /proc/meminfo): the simulator keeps "
-      << "every simulated GPU's tensors in host RAM [" << estimate.breakdown()
-      << "]; use a smaller --hidden or --batch, or fewer devices";
+      << format_size(budget.bytes) << " available (" << budget.source << "): the simulator keeps "
+      << "every simulated GPU's tensors in host RAM [" << estimate.breakdown() << "]" << advice;
 }
 
 }  // namespace furnace

@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "furnace/amp.h"
+#include "furnace/atomic_file.h"  // defines: FileLock
 #include "furnace/checkpoint.h"   // defines: Checkpoint, save_checkpoint
 #include "furnace/error.h"
 #include "furnace/host_memory.h"  // defines: estimate_host_memory, check_host_memory
@@ -105,6 +106,13 @@ std::vector<std::pair<int, uint64_t>> used_devices(Runtime& rt, const Scenario& 
   return out;
 }
 
+// The threads a run starts beside this one: the loader's workers and DataParallel's replicas.
+int run_threads(Runtime& rt, const Scenario& sc) {
+  const int replicas = sc.parallel_mode() != ParallelMode::dp ? 0
+                       : sc.device_ids ? static_cast<int>(sc.device_ids->size()) : rt.device_count();
+  return sc.workers + replicas;
+}
+
 // The process this run works in, as its first device use (just now) fixed it: the simulator's
 // process hands over the visibility it froze; on a real GPU the rules' reading of the run's
 // environment, with the driver's map.
@@ -157,6 +165,7 @@ struct TrainingRun::State {
   TraceBus& trace;
   const CheckpointOptions ckpt;
   const bool saving;
+  std::unique_ptr<FileLock> lock;  // on ckpt.path: no second run writes it meanwhile
   Topology topology;
   std::string dir;
   ImageDataset train_set, test_set;
@@ -293,6 +302,7 @@ TrainingRun::TrainingRun(const Scenario& scenario, TraceBus& trace, const Checkp
   sc.validate();
   const Checkpoint* resume = ckpt.resume;
   FURNACE_CHECK(ckpt.save_every >= 0) << "--save-every must be at least 1 (got " << ckpt.save_every << ")";
+  if (s.saving) s.lock = std::make_unique<FileLock>(ckpt.path, "cannot save checkpoint " + printable(ckpt.path));
   s.topology = load_topology(sc.topology);
   s.dir = sc.data_dir.empty() ? default_fashion_mnist_dir() : sc.data_dir;
   s.train_set = load_split(sc, s.dir, "train");
@@ -323,7 +333,7 @@ TrainingRun::TrainingRun(const Scenario& scenario, TraceBus& trace, const Checkp
   if (rt.backend().host_accessible())
     check_host_memory(estimate_host_memory(sc, sizes, used_devices(rt, sc), host_memory_resident(),
                                            s.saving || resume),
-                      host_memory_available());
+                      host_memory_budget(run_threads(rt, sc)));
   s.model = std::make_unique<MLP>(rt, sc.device, sizes);
   s.model->init_parameters(ctx, sc.seed);
   s.optimizer = std::make_unique<SGD>(s.model->parameters(), sc.lr, sc.momentum);
@@ -469,6 +479,7 @@ std::optional<Progress> TrainingRun::step() {
       trace.emit(e);
     }
     r.stopped = r.steps == s.ckpt.stop_at_step;
+    if (s.ckpt.stop_requested && (r.stop_signal = s.ckpt.stop_requested()) != 0) r.stopped = true;
     if (s.saving && ((s.ckpt.save_every > 0 && r.steps % s.ckpt.save_every == 0) || r.steps == s.total || r.stopped))
       save();
 

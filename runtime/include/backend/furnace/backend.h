@@ -16,6 +16,11 @@
 
 namespace furnace {
 
+// Under an address-space limit (ulimit -v, RLIMIT_DATA) the simulator refuses a device allocation
+// that would leave less than this for the BLAS library: OpenBLAS maps a buffer for each caller on
+// demand and, when that mapping fails, retries for ever (a hang). The host-memory guard counts it.
+inline constexpr size_t kBlasAddressReserve = size_t{512} << 20;
+
 class TraceBus;
 class OpTable;  // furnace/op_table.h: the ops every backend runs
 

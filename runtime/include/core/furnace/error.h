@@ -35,6 +35,16 @@ class OutOfMemoryError : public Error {
 // `text` with every byte outside printable ASCII written as \xNN: user input quoted in a message
 // keeps the message on one line ("--hidden: '1\x0A2' is not ...").
 std::string printable(std::string_view text);
+// printable() of at most the first `max` bytes of `text`; a longer text ends in "... (N bytes)", so
+// that a 100 kB environment variable quoted in a message stays a readable line.
+std::string printable_clipped(std::string_view text, size_t max = 200);
+
+// Where `text` holds something a terminal acts on instead of showing: a control character (C0,
+// DEL, C1 in UTF-8) or a bidirectional-text control (U+061C, U+200E/F, U+202A..E, U+2066..9),
+// which can make a line read differently from what it says. Returns the byte offset and sets
+// `length` to the sequence's bytes, or returns npos. Text from files that Furnace prints as is
+// (names in a topology) is checked with it.
+size_t find_terminal_control(std::string_view text, size_t* length = nullptr);
 
 namespace detail {
 // Collects a streamed message: FURNACE_CHECK(x > 0) << "x was " << x;

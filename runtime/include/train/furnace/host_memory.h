@@ -41,8 +41,26 @@ uint64_t host_memory_resident();
 // MemAvailable from /proc/meminfo, in bytes; 0 when it cannot be read.
 uint64_t host_memory_available();
 
-// Throws one furnace::Error line with the estimate, its largest parts and `available` when the
-// estimate exceeds it. `available` 0 (unknown) never refuses.
-void check_host_memory(const HostMemoryEstimate& estimate, uint64_t available);
+// How much host memory this process may still use, and where that figure comes from.
+struct HostMemoryBudget {
+  uint64_t bytes = 0;
+  std::string source;  // "MemAvailable in /proc/meminfo", "the cgroup's memory.max ...", "the limit RLIMIT_AS ..."
+  bool known = false;  // false: no source could be read (source says so)
+};
+
+// The smallest of MemAvailable, the memory cgroup's limit minus its usage (v2 memory.max /
+// memory.current or v1 memory.limit_in_bytes / memory.usage_in_bytes, of the process's cgroup and
+// its ancestors) and RLIMIT_AS / RLIMIT_DATA minus what is mapped already and what
+// `extra_threads` more threads and the BLAS library will reserve. Environment, for tests and odd
+// machines: FURNACE_CGROUP_DIR (read the cgroup files from this folder instead),
+// FURNACE_MEMINFO (a file to read instead of /proc/meminfo).
+HostMemoryBudget host_memory_budget(int extra_threads = 0);
+
+// With an unknown budget, scenarios up to this size still run; larger ones are refused.
+inline constexpr uint64_t kUnknownBudgetAllowance = 1ull << 30;
+
+// Throws one furnace::Error line with the estimate, its largest parts and the budget when the
+// estimate exceeds it (or, with an unknown budget, exceeds kUnknownBudgetAllowance).
+void check_host_memory(const HostMemoryEstimate& estimate, const HostMemoryBudget& budget);
 
 }  // namespace furnace

@@ -144,6 +144,7 @@ struct TrainResult {
   uint64_t checkpoint_bytes = 0;
   double checkpoint_save_s = 0;
   bool stopped = false;
+  int stop_signal = 0;  // the signal that stopped the run (CheckpointOptions::stop_requested), or 0
   std::vector<std::string> checkpoint_notes;  // what resuming found and did (CheckpointOptions::on_note)
 };
 
@@ -190,6 +191,9 @@ struct CheckpointOptions {
   // End the run after this optimizer step, as a job's time limit would: saved there, not
   // evaluated; --resume continues it. -1: run to the end.
   int64_t stop_at_step = -1;
+  // Polled after every optimizer step: a non-zero value (the signal that asked, e.g. SIGINT) ends
+  // the run there as stop_at_step does: saved (when `path` is set), not evaluated.
+  std::function<int()> stop_requested;
   std::function<void(const std::string&)> on_note;  // one line each: what resuming found and did
 };
 
@@ -205,7 +209,8 @@ class TrainingRun {
   // Loads the data, builds the runtime, the model, the optimizer, the loader (and DataParallel and
   // the GradScaler where the scenario asks), and continues `checkpoints.resume` when set. Throws
   // furnace::Error, one line, for a scenario that cannot run; on the sim backend also for one that
-  // needs more host memory than MemAvailable (furnace/host_memory.h).
+  // needs more host memory than the process can have (furnace/host_memory.h). With a checkpoint
+  // path it holds that file's lock (furnace/atomic_file.h) until it is destroyed.
   TrainingRun(const Scenario& scenario, TraceBus& trace, const CheckpointOptions& checkpoints = {});
   ~TrainingRun();
   TrainingRun(const TrainingRun&) = delete;

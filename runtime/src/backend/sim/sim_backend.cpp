@@ -1,11 +1,10 @@
 // The sim backend: CPU execution with a modelled GPU clock.
 #include "backend/sim/sim_backend.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstring>
 
+#include "backend/sim/host_pages.h"  // defines: map_host_pages
 #include "furnace/error.h"
 
 namespace furnace {
@@ -17,18 +16,14 @@ SimDeviceMemory::~SimDeviceMemory() = default;
 void* SimDeviceMemory::raw_malloc(size_t bytes) {
   const size_t capacity = spec_.memory_bytes - spec_.context_bytes;
   if (bytes == 0 || bytes > capacity - used_) return nullptr;  // cudaErrorMemoryAllocation
-  // MAP_NORESERVE: pages are backed only when an op writes them, so a large simulated device
-  // costs host memory only for what training really touches.
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
+  void* p = map_host_pages(bytes, spec_.name);
   used_ += bytes;
   return p;
 }
 
 void SimDeviceMemory::raw_free(void* ptr, size_t bytes) {
   if (!ptr) return;
-  ::munmap(ptr, bytes);
+  unmap_host_pages(ptr, bytes);
   used_ -= bytes;
 }
 

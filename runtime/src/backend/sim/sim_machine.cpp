@@ -13,12 +13,11 @@
 // PyTorch's lazy init alone creates none); nvidia-smi's per-process memory is that context plus
 // the segments the process's caching allocator reserved; GPU-Util is kernel time only (copy
 // engines do not count), summed over processes and capped at 100%.
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <atomic>
 #include <mutex>
 
+#include "backend/sim/host_pages.h"        // defines: map_host_pages
 #include "backend/sim/sim_backend.h"       // defines: SimBackend
 #include "backend/sim/sim_machine_impl.h"  // defines: SimMachine::Impl
 #include "furnace/error.h"                 // defines: FURNACE_CHECK
@@ -65,11 +64,7 @@ void* SimMachine::Impl::malloc(int gpu, int pid, size_t bytes) {
   Gpu& g = gpus.at(static_cast<size_t>(gpu));
   const uint64_t capacity = topology.gpus[static_cast<size_t>(gpu)].memory_bytes;
   if (bytes == 0 || bytes > capacity - g.used) return nullptr;  // cudaErrorMemoryAllocation
-  // MAP_NORESERVE: pages are backed only when an op writes them, so a large simulated device
-  // costs host memory only for what the work really touches.
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
+  void* p = map_host_pages(bytes, topology.gpus[static_cast<size_t>(gpu)].name);
   g.used += bytes;
   g.by_pid[pid].reserved += bytes;
   return p;
@@ -77,7 +72,7 @@ void* SimMachine::Impl::malloc(int gpu, int pid, size_t bytes) {
 
 void SimMachine::Impl::free(int gpu, int pid, void* ptr, size_t bytes) {
   if (!ptr) return;
-  ::munmap(ptr, bytes);
+  unmap_host_pages(ptr, bytes);
   std::lock_guard<std::mutex> lock(mu);
   Gpu& g = gpus.at(static_cast<size_t>(gpu));
   g.used -= bytes;
