@@ -75,6 +75,10 @@ TEST_F(CliParallel, PyTorchsErrorsOnOneLine) {
                         "module must have its parameters and buffers on device cuda:0 (device_ids[0]) but "
                         "found one of them on device: cuda:1");
   expect_one_line_error(train("--topology workstation-4x3090 --parallel dp --device-ids 0,9"), "Invalid device id");
+  // Physical numbers inside a masked process: DataParallel's constructor refuses them before the
+  // model moves to device_ids[0] (not "invalid device ordinal 2").
+  expect_one_line_error(train("--topology workstation-4x3090 --visible 2,3 --parallel dp --device-ids 2,3"),
+                        "Invalid device id (nn.DataParallel(model, device_ids=[2, 3]): 2 is not a visible device");
   expect_one_line_error(train("--device-ids 0,1"), "--device-ids needs --parallel dp");
   expect_one_line_error(train("--parallel ddp"), "--parallel must be none or dp");
 }

@@ -188,6 +188,12 @@ TEST(DeviceOrder, IdenticalGpusAgreeInBothOrders) {
             cuda_enumeration_order(ws.gpus, DeviceOrder::pci_bus_id));
   const Visibility v = resolve_visibility(ws.gpus, std::nullopt, DeviceOrder::fastest_first);
   EXPECT_NE(v.notes[0].find("same model"), std::string::npos) << v.notes[0];
+  // ... in Furnace's model; NVIDIA promises only the first place, as the mixed-machine note says.
+  EXPECT_NE(v.notes[0].find("NVIDIA promises only that the fastest comes first"), std::string::npos)
+      << v.notes[0];
+  const Visibility pci = resolve_visibility(ws.gpus, std::nullopt, DeviceOrder::pci_bus_id);
+  EXPECT_NE(pci.notes[0].find("PCI bus order, the same numbering as nvidia-smi"), std::string::npos)
+      << pci.notes[0];
 }
 
 TEST(DeviceOrder, FlagAcceptsExactlyTheTwoNames) {

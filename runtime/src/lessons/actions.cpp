@@ -32,7 +32,8 @@ std::vector<ActionInfo> make_actions() {
                {"topology", "env", "set_visible_before_init", "set_visible_after_init", "set_device"},
                {num("device_count"), num("current_device"), nums("physical"), str("mapping"),
                 strs("device_names"), strs("smi_names"), num("gpu_count"), str("stop"), strs("notes"),
-                str("environ"), boolean("initialized")}});
+                str("environ"), boolean("initialized"), bools("peer_access"),
+                num("nvml_device_count")}});
   a.push_back({"forward", "one forward pass of the MLP, bare or through nn.DataParallel",
                {"topology", "env", "parallel", "device", "device_ids", "output_device", "model_device",
                 "input_device", "batch", "hidden", "seed"},

@@ -138,11 +138,17 @@ void note_order(const std::vector<GpuSpec>& gpus, DeviceOrder order, const std::
   for (const GpuSpec& g : gpus)
     identical = identical && g.name == gpus[0].name && g.peak_flops_f32 == gpus[0].peak_flops_f32;
   const std::string n = std::to_string(gpus.size());
-  if (identical) {
-    notes.push_back(std::string("CUDA_DEVICE_ORDER=") + device_order_name(order) + ": " +
-                    (gpus.size() == 1 ? "one GPU, so the order does not matter"
-                                      : "all " + n + " GPUs are the same model, so FASTEST_FIRST "
-                                        "and PCI_BUS_ID give the same order (nvidia-smi's)"));
+  if (identical && gpus.size() == 1) {
+    notes.push_back(std::string("CUDA_DEVICE_ORDER=") + device_order_name(order) +
+                    ": one GPU, so the order does not matter");
+    return;
+  }
+  if (identical && order == DeviceOrder::fastest_first) {
+    notes.push_back("CUDA_DEVICE_ORDER=FASTEST_FIRST: all " + n + " GPUs are the same model, so "
+                    "any of them can be the fastest; NVIDIA promises only that the fastest comes "
+                    "first and leaves the rest unspecified (Furnace, like drivers in practice: PCI "
+                    "bus order, nvidia-smi's); CUDA_DEVICE_ORDER=PCI_BUS_ID makes that order a "
+                    "promise");
     return;
   }
   if (order == DeviceOrder::pci_bus_id) {

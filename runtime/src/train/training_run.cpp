@@ -88,6 +88,13 @@ std::string hex32(uint32_t v) {
   return buf;
 }
 
+// "[2, 3]"
+std::string ids_list(const std::vector<int>& ids) {
+  std::string s = "[";
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? ", " : "") + std::to_string(ids[i]);
+  return s + "]";
+}
+
 // The devices a run writes tensors on, with what each simulated GPU can hold: DataParallel's
 // device_ids (device_ids[0] first; unset: every visible device), else the training device.
 std::vector<std::pair<int, uint64_t>> used_devices(Runtime& rt, const Scenario& sc) {
@@ -308,6 +315,16 @@ TrainingRun::TrainingRun(const Scenario& scenario, TraceBus& trace, const Checkp
   Runtime& rt = *s.rt;
   rt.init();  // the first device use: CUDA_VISIBLE_DEVICES is read now ("No CUDA GPUs are available")
   trace.publish(process_record(rt, s.topology, sc.env));  // what the visualizer draws
+  // nn.DataParallel(model, device_ids=...) checks its ids (_check_balance) before the model moves
+  // to device_ids[0]: an id beyond the visible devices is its "Invalid device id", not the
+  // "invalid device ordinal" a model.cuda(id) would raise.
+  if (sc.parallel_mode() == ParallelMode::dp && sc.device_ids)
+    for (int id : *sc.device_ids)
+      FURNACE_CHECK(id >= 0 && id < rt.device_count())
+          << "Invalid device id (nn.DataParallel(model, device_ids=" << ids_list(*sc.device_ids)
+          << "): " << id << " is not a visible device: " << rt.describe_devices()
+          << "; inside the process " << existing_ordinals(rt.device_count())
+          << ", and device_ids count the visible devices";
   FURNACE_CHECK(sc.device < rt.device_count())
       << "invalid device ordinal " << sc.device << ": " << rt.describe_devices() << "; inside the process "
       << existing_ordinals(rt.device_count());
