@@ -44,7 +44,7 @@ std::vector<ActionInfo> make_actions() {
                 "steps", "epochs", "lr", "lr_schedule", "momentum", "seed", "accum", "accum_divide", "amp",
                 "init_scale", "growth_factor", "backoff_factor", "growth_interval", "workers",
                 "prefetch_factor", "pin_memory"},
-               {num("steps"), nums("losses"), num("final_loss"), num("effective_batch"), num("skipped_steps"),
+               {num("steps"), nums("losses"), nums("micro_batches"), num("final_loss"), num("effective_batch"), num("skipped_steps"),
                 num("loss_scale"), nums("loss_scales"), num("step_ms"), num("samples_per_s"), num("h2d_ms"),
                 num("forward_ms"), num("loss_ms"), num("backward_ms"), num("optimizer_ms"),
                 nums("memory_allocated"), nums("memory_reserved"), nums("max_memory_allocated"),

@@ -242,13 +242,13 @@ std::string Visibility::mapping_text() const {
 }
 
 void check_visible_devices_flag(std::string_view value, std::string_view flag) {
-  for (size_t i = 0; i < value.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(value[i]);
-    FURNACE_CHECK(c >= 0x20 && c != 0x7f)
-        << flag << ": '" << printable(value) << "' contains a control character (" << printable(value.substr(i, 1))
-        << " at position " << i + 1
-        << "); CUDA_VISIBLE_DEVICES is a comma-separated list of ordinals, GPU-UUIDs or MIG ids";
-  }
+  // The flag is read exactly as the variable: whitespace around an entry is stripped, any other
+  // byte is an entry that is not a number (the list stops there). Only NUL cannot be in an
+  // environment variable at all.
+  const size_t nul = value.find('\0');
+  FURNACE_CHECK(nul == std::string_view::npos)
+      << flag << ": '" << printable(value) << "' contains a NUL byte (at position " << nul + 1
+      << "), which no environment variable can hold";
 }
 
 Visibility resolve_visibility(const std::vector<GpuSpec>& gpus,

@@ -320,11 +320,9 @@ TrainingRun::TrainingRun(const Scenario& scenario, TraceBus& trace, const Checkp
   // "invalid device ordinal" a model.cuda(id) would raise.
   if (sc.parallel_mode() == ParallelMode::dp && sc.device_ids)
     for (int id : *sc.device_ids)
-      FURNACE_CHECK(id >= 0 && id < rt.device_count())
-          << "Invalid device id (nn.DataParallel(model, device_ids=" << ids_list(*sc.device_ids)
-          << "): " << id << " is not a visible device: " << rt.describe_devices()
-          << "; inside the process " << existing_ordinals(rt.device_count())
-          << ", and device_ids count the visible devices";
+      FURNACE_CHECK(id >= 0 && id < rt.device_count())  // DpTraining's words for the same check
+          << "Invalid device id (device_ids " << ids_list(*sc.device_ids) << "; "
+          << rt.describe_devices() << ")";
   FURNACE_CHECK(sc.device < rt.device_count())
       << "invalid device ordinal " << sc.device << ": " << rt.describe_devices() << "; inside the process "
       << existing_ordinals(rt.device_count());
@@ -358,7 +356,10 @@ TrainingRun::TrainingRun(const Scenario& scenario, TraceBus& trace, const Checkp
   r.parameters = s.model->parameter_count();
   r.amp = sc.amp;
   r.accum = sc.accum;
-  // Optimizer steps per epoch: every `accum` micro-batches, the last group possibly shorter.
+  // Optimizer steps per epoch: every `accum` micro-batches, the last group possibly shorter. That
+  // short group is stepped at the epoch's end (its loss still divided by accum), as the loop
+  // `if (i + 1) % accum == 0 or i + 1 == len(loader)` does; PyTorch's AMP example, `if (i + 1) %
+  // accum == 0` alone, would carry its gradients into the next epoch's first step instead.
   s.micro_per_epoch = s.loader->num_batches();
   s.per_epoch = (s.micro_per_epoch + sc.accum - 1) / sc.accum;
   s.total = s.per_epoch * sc.epochs;
@@ -499,6 +500,7 @@ std::optional<Progress> TrainingRun::step() {
     p.global_step = r.steps;
     p.total_steps = s.total;
     p.loss = loss;
+    p.micro_batches = micro;
     p.accuracy = accuracy;
     p.samples_per_s = t > 0 ? static_cast<double>(r.train_samples - s.start_samples) / t : 0;
     p.eta_s = t / static_cast<double>(done_here) * static_cast<double>(s.total - r.steps);
