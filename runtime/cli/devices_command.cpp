@@ -131,7 +131,8 @@ void run_cuda(const DevicesOptions& o, const Environment& env) {
       << "--backend cuda: NVML is not available (" << h.nvml_error
       << "): no NVIDIA driver on this machine; the simulator needs none (--backend sim)";
   // Furnace's prediction from the same physical GPUs. NVML gives no FP32 peak, so FASTEST_FIRST
-  // falls back to PCI order here; that is exact on machines with identical GPUs.
+  // falls back to PCI order here: what drivers do in practice on identical GPUs, though NVIDIA
+  // promises only the first place (the comparison with the driver's map below says which).
   const Visibility predicted = resolve_visibility(h.physical, env);
   std::vector<std::string> notes;
   if (!h.cuda_available) notes.push_back("the CUDA runtime sees no device: " + h.cuda_error);

@@ -38,7 +38,11 @@ nlohmann::json trap_json(const LossTrapResult& r, int64_t batch) {
                     {"loss", r.replica_losses[i]},
                     {"row_weight_trap", 1.0 / (n * static_cast<double>(r.chunks[i]))},
                     {"row_weight_batch", 1.0 / static_cast<double>(batch)}});
-  return {{"batch", batch}, {"replicas", rows}, {"mean_of_means", r.mean_of_means},
+  // The loss DataParallel returned: a vector of one loss per replica, or (one device id) the
+  // module's own 0-dim loss.
+  nlohmann::json shape = nlohmann::json::array();
+  if (!r.scalar_loss) shape.push_back(r.replica_losses.size());
+  return {{"batch", batch}, {"replicas", rows}, {"loss_shape", shape}, {"mean_of_means", r.mean_of_means},
           {"batch_mean", r.batch_mean}, {"weighted_mean", r.weighted_mean},
           {"grad_relative_difference", r.grad_relative_difference}, {"warnings", r.warnings}};
 }
@@ -72,15 +76,26 @@ void run(const TrapOptions& o) {
   for (size_t i = 0; i < r.chunks.size(); ++i)
     chunks += (i ? ", " : "") + std::string("cuda:") + std::to_string(r.devices[i]) + " " +
               std::to_string(r.chunks[i]) + (r.chunks[i] == 1 ? " row" : " rows");
-  std::printf("The loss-weighting trap: a batch of %lld rows on %d GPUs of %s (the reference MLP)\n",
-              static_cast<long long>(o.batch), k, topology.name.c_str());
+  std::printf("The loss-weighting trap: a batch of %lld rows on %d GPU%s of %s (the reference MLP)\n",
+              static_cast<long long>(o.batch), k, k == 1 ? "" : "s", topology.name.c_str());
+  if (r.scalar_loss) {
+    std::printf("\nWith one device id DataParallel calls the module itself (cuda:%d, all %lld rows): forward\n"
+                "returns the module's own 0-dim loss, nothing is gathered and nothing is warned:\n"
+                "  loss = %.6f   (a 0-dim tensor; loss.mean() is the same value)\n"
+                "  %-40s %.6f\n"
+                "There is no trap with one device: it needs a loss per replica. Try --device-ids 0,1,2,3.\n",
+                r.devices[0], static_cast<long long>(o.batch), r.replica_losses[0],
+                "batch mean (loss on the output)", r.batch_mean);
+    return;
+  }
   std::printf("  torch.chunk: ceil(%lld/%d) = %lld rows per chunk -> %s\n", static_cast<long long>(o.batch), k,
               static_cast<long long>(r.chunks[0]), chunks.c_str());
   std::printf("\nEach replica computes its chunk's mean loss inside forward; gather returns them as a vector:\n  [");
   for (size_t i = 0; i < r.replica_losses.size(); ++i) std::printf("%s%.6f", i ? ", " : "", r.replica_losses[i]);
   std::printf("]\n\n");
   const std::string weighted = "sum(rows_i * loss_i) / " + std::to_string(o.batch);
-  std::printf("  %-40s %.6f   <- the trap: every replica counts the same\n", "loss.mean() of the gathered vector", r.mean_of_means);
+  std::printf("  %-40s %.6f   <- the trap: every replica counts the same\n", "loss.mean() of the gathered vector",
+              static_cast<double>(r.mean_of_means));
   std::printf("  %-40s %.6f   <- what furnace train computes\n", "batch mean (loss on the gathered output)", r.batch_mean);
   std::printf("  %-40s %.6f   <- the fix when the loss stays inside forward\n", weighted.c_str(), r.weighted_mean);
   std::printf("\nThe gradient of loss.mean() weights each row of chunk i by 1/(%zu x rows_i) instead of 1/%lld:\n",
@@ -94,7 +109,8 @@ void run(const TrapOptions& o) {
   std::printf("  so the gradients differ: |g_trap - g_batch| / |g_batch| = %.1f%%\n", 100.0 * r.grad_relative_difference);
   std::printf("\nWith equal chunks (--batch %lld: %lld rows on each GPU) the two means agree: %.6f vs %.6f "
               "(the gradients differ by %.2g%%).\n",
-              static_cast<long long>(equal_batch), static_cast<long long>(eq.chunks[0]), eq.mean_of_means,
+              static_cast<long long>(equal_batch), static_cast<long long>(eq.chunks[0]),
+              static_cast<double>(eq.mean_of_means),
               eq.batch_mean, 100.0 * eq.grad_relative_difference);
 }
 

@@ -1,7 +1,8 @@
-// `furnace scatter`: how DataParallel splits a batch of N rows over device_ids. It really runs
-// DataParallel (constructor checks and warnings, then one forward of a 1-feature Linear) on the
-// simulated GPUs this process sees, and reports the chunks scatter made:
-// {"chunks":[{"device","rows"}],"replicas":n}. Not here: the chunking rule
+// `furnace scatter`: how DataParallel splits a batch of N rows over device_ids. It really builds
+// DataParallel (the constructor's checks and warnings) on the simulated GPUs this process sees,
+// and reports the chunks its scatter makes, computed by the chunking rule scatter itself uses
+// (parallel::chunk_sizes) without materialising the batch, so any --batch up to 2^63-1 answers at
+// once: {"chunks":[{"device","rows"}],"replicas":n}. Not here: the chunking rule
 // (runtime/src/parallel/scatter.cpp).
 #include <cstdio>
 #include <memory>
@@ -59,12 +60,10 @@ void run(const ScatterOptions& o) {
     throw Error(e.message() + " (device_ids " + (ids ? ids_text(*ids) : "(all)") + "; " +
                 rt.backend().describe_devices() + ")");
   }
-  Tensor x = Tensor::empty_host({o.batch, 1});
-  for (int64_t i = 0; i < o.batch; ++i) x.data<float>()[i] = static_cast<float>(i);
-  OpContext ctx{rt, dp->device_ids()[0], 0};
-  dp->forward(ctx, x);
-  const std::vector<int64_t>& chunks = dp->last_chunks();
   const std::vector<int>& used = dp->device_ids();
+  // The sizes dp(x).forward's scatter gives a batch of o.batch rows (torch.chunk; one chunk, the
+  // whole batch, with one device id).
+  const std::vector<int64_t> chunks = parallel::chunk_sizes(o.batch, static_cast<int>(used.size()));
   const std::vector<std::string> notes = parallel::explain_chunks(o.batch, used);
 
   if (o.json) {

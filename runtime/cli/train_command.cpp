@@ -120,7 +120,40 @@ void print_checkpoint_summary(const TrainResult& r, const std::string& path, int
                 "furnace train --resume %s\n", static_cast<long long>(r.steps), path.c_str());
 }
 
-void print_summary(const TrainResult& r) {
+// The modelled throughput: samples per optimizer step over the modelled step time; 0 without a
+// model (a real GPU) or a step.
+double modelled_samples_per_s(const TrainResult& r, const Scenario& sc) {
+  return r.clock_modelled && r.modelled_step_s > 0
+             ? static_cast<double>(sc.batch) * sc.accum / r.modelled_step_s
+             : 0.0;
+}
+
+// DataParallel's speed against one GPU: the same model, batch, dtype and accumulation trained on
+// device_ids[0] alone for a few steps, bare (model.cuda()), on the same simulated machine and
+// environment. nullopt on a real GPU, or when the batch does not fit one GPU (said in `why`).
+std::optional<double> one_gpu_samples_per_s(const Scenario& sc, const TrainResult& r, std::string* why) {
+  if (!r.clock_modelled || !r.dp || r.dp->device_ids.size() < 2) return std::nullopt;
+  Scenario one = sc;
+  one.parallel = "none";
+  one.device_ids.reset();
+  one.output_device.reset();
+  one.device = r.dp->device_ids[0];
+  one.epochs = 1;
+  one.max_steps = 3;
+  one.evaluate = false;
+  TraceBus quiet;
+  try {
+    const TrainResult b = train(one, quiet, {}, CheckpointOptions{});
+    const double v = modelled_samples_per_s(b, one);
+    if (v > 0) return v;
+  } catch (const Error& e) {
+    *why = e.what();
+  }
+  return std::nullopt;
+}
+
+void print_summary(const TrainResult& r, const Scenario& sc, std::optional<double> one_gpu,
+                   const std::string& one_gpu_why) {
   std::printf("\ntrained %lld steps (%d epoch%s) on %s [%s backend]%s\n",
               static_cast<long long>(r.steps), r.epochs, r.epochs == 1 ? "" : "s",
               r.topology.c_str(), r.backend.c_str(),
@@ -133,6 +166,16 @@ void print_summary(const TrainResult& r) {
     std::printf("  throughput      %.0f samples/s (wall clock, this CPU)\n", r.samples_per_s);
     std::printf("  modelled time   %.3f s on the simulated GPU (%.3f ms per optimizer step)\n",
                 r.modelled_s, 1e3 * r.modelled_step_s);
+    const double gpu = modelled_samples_per_s(r, sc);
+    std::printf("  simulated GPU   %.0f samples/s (modelled: %lld samples per optimizer step in %.3f ms)\n",
+                gpu, static_cast<long long>(sc.batch) * sc.accum, 1e3 * r.modelled_step_s);
+    if (one_gpu)
+      std::printf("  vs one GPU      %.2fx: DataParallel on %zu GPUs %.0f samples/s, cuda:%d alone %.0f "
+                  "samples/s (the same batch, modelled)\n",
+                  gpu / *one_gpu, r.dp->device_ids.size(), gpu, r.dp->device_ids[0], *one_gpu);
+    else if (!one_gpu_why.empty())
+      std::printf("  vs one GPU      not measured: the batch does not run on cuda:%d alone (%s)\n",
+                  r.dp->device_ids[0], one_gpu_why.c_str());
   }
   if (r.amp != "off")
     std::printf("  mixed precision %s autocast%s\n", r.amp.c_str(),
@@ -312,6 +355,8 @@ void run(const TrainOptions& o) {
     std::fprintf(stderr, "furnace: %s\n", stopped_line(r, total, ck.path).c_str());
     throw ExitCode{128 + r.stop_signal};
   }
+  std::string one_gpu_why;
+  const std::optional<double> one_gpu = r.stopped ? std::nullopt : one_gpu_samples_per_s(sc, r, &one_gpu_why);
 
   if (writer) {
     writer->write(o.trace_path);
@@ -320,10 +365,12 @@ void run(const TrainOptions& o) {
   }
   if (o.json) {
     nlohmann::json j = to_json(r);
+    j["modelled_samples_per_s"] = modelled_samples_per_s(r, sc);
+    if (one_gpu) j["dp"]["one_gpu_modelled_samples_per_s"] = *one_gpu;
     if (!ck.path.empty()) j["checkpoint"] = checkpoint_json(r, ck.path);
     std::printf("%s\n", j.dump().c_str());
   } else {
-    print_summary(r);
+    print_summary(r, sc, one_gpu, one_gpu_why);
     print_checkpoint_summary(r, ck.path, ck.save_every);
   }
 }
@@ -364,7 +411,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--amp", s.amp, "mixed precision: off, fp16 (autocast + GradScaler) or bf16")->capture_default_str();
   cmd->add_option("--init-scale", s.scaler.init_scale, "fp16: GradScaler init_scale")->capture_default_str();
   cmd->add_option("--growth-interval", s.scaler.growth_interval, "fp16: GradScaler growth_interval")->capture_default_str();
-  cmd->add_option("--accum", s.accum, "gradient accumulation: micro-batches per optimizer step")->capture_default_str();
+  cmd->add_option("--accum", s.accum, "gradient accumulation: micro-batches per optimizer step (loss / accum each); an "
+                  "epoch's last, shorter group is stepped at the epoch's end, still divided by accum "
+                  "(the loop `if (i+1) % accum == 0 or i+1 == len(loader)`)")->capture_default_str();
   // "{false}": given, the flag stores false; a value such as --no-eval=x is CLI11's conversion error.
   cmd->add_flag("--accum-no-divide{false}", s.accum_divide,
                 "do not divide the loss by --accum (the article's snippet: effectively lr x accum)");

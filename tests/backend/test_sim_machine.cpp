@@ -247,6 +247,21 @@ TEST(Stories, TwoJobsUseDisjointGpusAndSmiSumsTheirMemory) {
   }
 }
 
+// The story prints nn.DataParallel(model).cuda() and runs it: the model, its gradients and the
+// momentum live on device_ids[0] only; cuda:1 keeps only what its per-step replicas cached.
+TEST(Stories, TwoJobsRunDataParallelWithTheModelOnDeviceIdsZero) {
+  const StoryResult r = run_story("two-jobs");
+  for (const StoryProcess& p : r.parts.at(0).processes) {
+    ASSERT_EQ(p.devices.size(), 2u) << p.name;
+    EXPECT_GT(p.devices[0].allocated_bytes, 0u) << p.name;
+    EXPECT_EQ(p.devices[1].allocated_bytes, 0u) << p.name;
+    EXPECT_GT(p.devices[0].reserved_bytes, p.devices[1].reserved_bytes) << p.name;
+  }
+  std::string text;
+  for (const StoryStep& s : r.parts[0].steps) text += s.text + "\n";
+  EXPECT_NE(text.find("through nn.DataParallel"), std::string::npos) << text;
+}
+
 TEST(Stories, SelectGpuShowsBothTrapsThenAFix) {
   const StoryResult r = run_story("select-gpu");
   ASSERT_EQ(r.parts.size(), 4u);

@@ -114,6 +114,10 @@ TEST_F(Cli, BadInputGetsOneLineAndNonZeroExit) {
   expect_one_line_error("train --data " + slice() + " --prefetch-factor 4", "prefetch_factor option could only be specified");
   expect_one_line_error("memory --alloc 5MiB,banana", "banana");
   expect_one_line_error("memory --alloc 5MiB --free 4", "4");
+  // 1 EiB or more: PyTorch's one sentence, before the allocator runs (nor any rounding near 2^64).
+  for (const char* size : {"1152921504606846976", "18446744073709551615"})
+    expect_one_line_error(std::string("memory --alloc ") + size,
+                          "furnace: error: CUDA out of memory. Tried to allocate more than 1EB memory.");
 }
 
 }  // namespace

@@ -62,6 +62,13 @@ TEST_F(CliParallel, ScatterExplainsSmallBatchesAndTheGlobalBatch) {
   CliRun r = furnace("scatter --batch 3 --topology workstation-4x3090");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.out, ::testing::HasSubstr("the batch of 3 rows is smaller than the 4 devices: only 3 replicas run; cuda:3 gets nothing and idles"));
+  // Plural: several idle devices "get nothing and idle".
+  r = furnace("scatter --batch 9 --topology dgx-h100 --device-ids 0,1,2,3,4,5,6,7");
+  EXPECT_THAT(r.out, ::testing::HasSubstr("cuda:5, cuda:6, cuda:7 get nothing and idle\n"));
+  // The sizes are arithmetic: a batch of 2^31 rows (8 GiB as floats) answers at once.
+  r = furnace("scatter --batch 2147483648 --topology workstation-4x3090 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.last_json()["chunks"][3]["rows"], 536870912);
   r = furnace("scatter --batch 256 --topology workstation-4x3090");
   EXPECT_THAT(r.out, ::testing::HasSubstr("global batch 256 = 64 per GPU x 4 GPUs"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("global batch = per-GPU batch x GPUs"));
@@ -75,6 +82,10 @@ TEST_F(CliParallel, PyTorchsErrorsOnOneLine) {
                         "module must have its parameters and buffers on device cuda:0 (device_ids[0]) but "
                         "found one of them on device: cuda:1");
   expect_one_line_error(train("--topology workstation-4x3090 --parallel dp --device-ids 0,9"), "Invalid device id");
+  // Physical numbers inside a masked process: DataParallel's constructor refuses them before the
+  // model moves to device_ids[0] (not "invalid device ordinal 2").
+  expect_one_line_error(train("--topology workstation-4x3090 --visible 2,3 --parallel dp --device-ids 2,3"),
+                        "Invalid device id (device_ids [2, 3]; process 4001 sees 2 of the 4 GPUs");
   expect_one_line_error(train("--device-ids 0,1"), "--device-ids needs --parallel dp");
   expect_one_line_error(train("--parallel ddp"), "--parallel must be none or dp");
 }
@@ -147,6 +158,23 @@ TEST_F(CliParallel, NvlinkMakesGpu0LessOfABottleneckThanPcie) {
   EXPECT_LT(nvlink, pcie);
 }
 
+// furnace train prints the simulated GPU's samples/s beside the wall clock's, and under
+// DataParallel its ratio to one GPU (device_ids[0] alone, the same batch): below 1 over PCIe
+// for the reference MLP (lesson 12's 0.25x; its NVLink step shows a ratio above 1).
+TEST_F(CliParallel, TrainComparesDataParallelWithOneGpu) {
+  auto speedup = [&](const std::string& args) {
+    CliRun r = furnace(train(args + " --parallel dp --json"));
+    EXPECT_EQ(r.status, 0) << r.err;
+    const json j = r.last_json();
+    return j["modelled_samples_per_s"].get<double>() / j["dp"]["one_gpu_modelled_samples_per_s"].get<double>();
+  };
+  EXPECT_LT(speedup("--topology workstation-4x3090"), 0.5);
+  EXPECT_GT(speedup("--topology workstation-4x3090"), 0.1);
+  CliRun text = furnace(train("--topology workstation-4x3090 --parallel dp"));
+  EXPECT_THAT(text.out, ::testing::HasSubstr("  simulated GPU   "));
+  EXPECT_THAT(text.out, ::testing::HasSubstr("x: DataParallel on 4 GPUs "));
+}
+
 TEST_F(CliParallel, TheMixedPairWarnsAsPyTorchDoes) {
   CliRun r = furnace(train("--topology mixed-3090-3060 --parallel dp --json"));
   ASSERT_EQ(r.status, 0) << r.err;
@@ -162,6 +190,17 @@ TEST_F(CliParallel, OneDeviceIsTheShortcutAndSaysSo) {
   EXPECT_EQ(j["dp"]["per_device"][0]["replicate_s"], 0.0);
   EXPECT_GT(j["memory"][2]["peak_allocated_bytes"].get<uint64_t>(), 0u);  // model.cuda(2)
   EXPECT_EQ(j["memory"][0]["peak_allocated_bytes"], 0u);
+}
+
+TEST_F(CliParallel, LossTrapWithOneDeviceIdGathersNothing) {
+  CliRun r = furnace("dp-loss-trap --device-ids 2 --batch 5 --topology workstation-4x3090 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "");  // no scalar-gather warning
+  EXPECT_EQ(r.last_json()["unequal"]["loss_shape"], json::array());  // a 0-dim loss
+  r = furnace("dp-loss-trap --device-ids 2 --batch 5 --topology workstation-4x3090");
+  EXPECT_THAT(r.out, ::testing::HasSubstr("on 1 GPU of workstation-4x3090"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("a 0-dim tensor"));
+  EXPECT_THAT(r.out, ::testing::Not(::testing::HasSubstr("gather returns them as a vector")));
 }
 
 TEST_F(CliParallel, LossTrapIsReproducible) {

@@ -188,6 +188,12 @@ TEST(DeviceOrder, IdenticalGpusAgreeInBothOrders) {
             cuda_enumeration_order(ws.gpus, DeviceOrder::pci_bus_id));
   const Visibility v = resolve_visibility(ws.gpus, std::nullopt, DeviceOrder::fastest_first);
   EXPECT_NE(v.notes[0].find("same model"), std::string::npos) << v.notes[0];
+  // ... in Furnace's model; NVIDIA promises only the first place, as the mixed-machine note says.
+  EXPECT_NE(v.notes[0].find("NVIDIA promises only that the fastest comes first"), std::string::npos)
+      << v.notes[0];
+  const Visibility pci = resolve_visibility(ws.gpus, std::nullopt, DeviceOrder::pci_bus_id);
+  EXPECT_NE(pci.notes[0].find("PCI bus order, the same numbering as nvidia-smi"), std::string::npos)
+      << pci.notes[0];
 }
 
 TEST(DeviceOrder, FlagAcceptsExactlyTheTwoNames) {
@@ -212,14 +218,18 @@ TEST(DeviceOrder, UnknownEnvironmentValueFallsBackToTheDefaultWithANote) {
 
 // ---- the flag check -----------------------------------------------------------------------------
 
-TEST(VisibleDevicesFlag, ControlCharactersAreOneClearLine) {
+// The flag and the variable read the same way: "\t1" is GPU 1 either way (PyTorch strips the
+// whitespace), and a control character is an entry that ends the list, not a refused flag.
+TEST(VisibleDevicesFlag, ReadsAsTheVariableDoes) {
   EXPECT_NO_THROW(check_visible_devices_flag("0, 2,GPU-ab"));
+  EXPECT_NO_THROW(check_visible_devices_flag("\t1"));
+  EXPECT_NO_THROW(check_visible_devices_flag(std::string("0,\x07" "1")));
   try {
-    check_visible_devices_flag(std::string("0,\x07" "1"));
+    check_visible_devices_flag(std::string("0,\0" "1", 4));
     ADD_FAILURE();
   } catch (const Error& e) {
     const std::string m = e.what();
-    EXPECT_NE(m.find("--visible: '0,\\x071' contains a control character (\\x07 at position 3)"), std::string::npos) << m;
+    EXPECT_NE(m.find("--visible: '0,\\x001' contains a NUL byte (at position 3)"), std::string::npos) << m;
     EXPECT_EQ(m.find('\n'), std::string::npos);
   }
 }

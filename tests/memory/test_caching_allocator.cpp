@@ -462,12 +462,28 @@ TEST(CachingAllocatorOom, AllocatorStaysUsableAfterOom) {
   EXPECT_EQ(dev.used(), 0u);
 }
 
-TEST(CachingAllocatorOom, AbsurdRequestIsAnOom) {
+// PyTorch's allocate(): 1 EiB (2^60 bytes) or more is refused before the allocator runs, in one
+// sentence without the device's figures, and is not counted as an OOM of the allocator; sizes
+// near 2^64 never reach the rounding. Just below 1 EiB is the allocator's ordinary OOM.
+TEST(CachingAllocatorOom, OneExabyteOrMoreIsRefusedBeforeAnythingElse) {
   FakeDevice dev(1 * GiB);
   CachingAllocator alloc(dev, 0);
-  EXPECT_THROW(alloc.allocate(SIZE_MAX), OutOfMemoryError);
-  EXPECT_THROW(alloc.allocate(SIZE_MAX - 100), OutOfMemoryError);
-  EXPECT_EQ(alloc.stats().num_ooms, 2);
+  for (size_t bytes : {SIZE_MAX, SIZE_MAX - 100, SIZE_MAX - 511, size_t(1) << 60}) {
+    try {
+      alloc.allocate(bytes);
+      ADD_FAILURE() << bytes;
+    } catch (const OutOfMemoryError& e) {
+      EXPECT_STREQ(e.what(), "CUDA out of memory. Tried to allocate more than 1EB memory.") << bytes;
+    }
+  }
+  EXPECT_EQ(alloc.stats().num_ooms, 0);
+  try {
+    alloc.allocate((size_t(1) << 60) - 1);
+    ADD_FAILURE();
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("Tried to allocate 1073741824.00 GiB. GPU 0 has a total capacity"));
+  }
+  EXPECT_EQ(alloc.stats().num_ooms, 1);
   EXPECT_EQ(alloc.memory_reserved(), 0u);
 }
 

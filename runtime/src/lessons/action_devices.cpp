@@ -49,6 +49,22 @@ void run_devices(const DevicesSetup& s, Observables& out) {
   if (s.set_visible_after_init) process.setenv(kCudaVisibleDevices, *s.set_visible_after_init);
   observe();
   out["current_device"] = Value::of_int(rt.current_device());
+  // torch.cuda._device_count_nvml() now: NVML's GPUs filtered by os.environ's value as it is at
+  // the end, which PyTorch 1.13+ prints from a first device_count() call even after CUDA started.
+  out["nvml_device_count"] = Value::of_int(static_cast<int64_t>(
+      resolve_visibility(topo.gpus, process.environment()).devices.size()));
+  // torch.cuda.can_device_access_peer(current, i): the driver allows direct copies only over a
+  // link the topology lists (NVLink); pairs without one are staged through the host. A device and
+  // itself answer false, as cudaDeviceCanAccessPeer does.
+  const Visibility v = process.visibility();
+  std::vector<Value> peer;
+  const int cur = rt.current_device();
+  for (const VisibleDevice& d : v.devices) {
+    const int from = v.devices[static_cast<size_t>(cur)].physical_index;
+    peer.push_back(Value::of_bool(d.physical_index != from &&
+                                  topo.link_between(from, d.physical_index).kind == LinkKind::nvlink));
+  }
+  out["peer_access"] = Value::of_array(std::move(peer));
 }
 
 }  // namespace furnace::lesson::detail

@@ -15,7 +15,7 @@ void run_memory(const MemorySetup& s, Observables& out) {
   const int device = s.scenario.device;
   FURNACE_CHECK(device >= 0 && device < backend->device_count())
       << "CUDA error: invalid device ordinal (cuda:" << device << "; topology '" << topo.name << "' has "
-      << backend->device_count() << " GPUs)";
+      << backend->device_count() << (backend->device_count() == 1 ? " GPU)" : " GPUs)");
   std::vector<uint64_t> sizes;
   for (const std::string& a : s.alloc) sizes.push_back(parse_size(a));
   RawAllocator& raw = backend->raw_allocator(device);

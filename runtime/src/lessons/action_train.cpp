@@ -23,11 +23,13 @@ void run_train(const TrainSetup& s, Observables& out, TraceBus* trace) {
     if (e.kind == EventKind::phase && e.device == sc.device) phase_s[e.name] += e.dur_s;
   });
   std::vector<double> losses, scales;
+  std::vector<int64_t> groups;
   TrainResult r;
   try {
     r = train(sc, bus, [&](const Progress& p) {
       losses.push_back(p.loss);
       scales.push_back(p.loss_scale);
+      groups.push_back(p.micro_batches);
     });
   } catch (...) {
     bus.unsubscribe(id);
@@ -38,6 +40,7 @@ void run_train(const TrainSetup& s, Observables& out, TraceBus* trace) {
   const double steps = static_cast<double>(r.steps);
   out["steps"] = Value::of_int(r.steps);
   out["losses"] = Value::of_numbers(losses);
+  out["micro_batches"] = Value::of_ints(groups);
   out["final_loss"] = Value::of_number(r.final_loss);
   out["effective_batch"] = Value::of_int(sc.batch * sc.accum);
   out["skipped_steps"] = Value::of_int(r.skipped_steps);

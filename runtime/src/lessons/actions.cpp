@@ -32,7 +32,8 @@ std::vector<ActionInfo> make_actions() {
                {"topology", "env", "set_visible_before_init", "set_visible_after_init", "set_device"},
                {num("device_count"), num("current_device"), nums("physical"), str("mapping"),
                 strs("device_names"), strs("smi_names"), num("gpu_count"), str("stop"), strs("notes"),
-                str("environ"), boolean("initialized")}});
+                str("environ"), boolean("initialized"), bools("peer_access"),
+                num("nvml_device_count")}});
   a.push_back({"forward", "one forward pass of the MLP, bare or through nn.DataParallel",
                {"topology", "env", "parallel", "device", "device_ids", "output_device", "model_device",
                 "input_device", "batch", "hidden", "seed"},
@@ -43,7 +44,7 @@ std::vector<ActionInfo> make_actions() {
                 "steps", "epochs", "lr", "lr_schedule", "momentum", "seed", "accum", "accum_divide", "amp",
                 "init_scale", "growth_factor", "backoff_factor", "growth_interval", "workers",
                 "prefetch_factor", "pin_memory"},
-               {num("steps"), nums("losses"), num("final_loss"), num("effective_batch"), num("skipped_steps"),
+               {num("steps"), nums("losses"), nums("micro_batches"), num("final_loss"), num("effective_batch"), num("skipped_steps"),
                 num("loss_scale"), nums("loss_scales"), num("step_ms"), num("samples_per_s"), num("h2d_ms"),
                 num("forward_ms"), num("loss_ms"), num("backward_ms"), num("optimizer_ms"),
                 nums("memory_allocated"), nums("memory_reserved"), nums("max_memory_allocated"),

@@ -5,9 +5,9 @@
 // [SECTION] select-gpu: select_least_used_gpu (article 3.3), its two traps, a fix, the race
 //           between check and use that the fix leaves with two jobs, and a launcher
 //
-// A job's work is real: one MLP replica per device it uses (DataParallel's footprint: a copy of
-// the model on every device), a few SGD steps on a synthetic batch, so every byte smi shows comes
-// from the caching allocator and every busy percent from modelled kernels.
+// A job's work is real: nn.DataParallel over the devices it uses (the model on the first, a
+// replica per step on the others), a few SGD steps on a synthetic batch, so every byte smi shows
+// comes from the caching allocator and every busy percent from modelled kernels.
 #include "furnace/stories.h"  // defines: run_story
 
 #include <algorithm>
@@ -16,6 +16,7 @@
 #include "furnace/allocator.h"  // defines: format_size
 #include "furnace/error.h"
 #include "furnace/nn.h"         // defines: MLP, SGD, CrossEntropyLoss
+#include "furnace/parallel.h"   // defines: DataParallel
 #include "furnace/process.h"
 #include "furnace/runtime.h"
 #include "furnace/topology.h"
@@ -37,7 +38,7 @@ class Job {
       : process_(machine.spawn(name, std::move(env))),
         rt_(std::make_unique<Runtime>(machine.attach(process_, &bus_), bus_)) {}
   ~Job() {
-    replicas_.clear();  // tensors go back before the runtime
+    replicas_.clear();  // tensors go back before the runtime (the wrapper before its module)
     rt_.reset();
   }
 
@@ -45,35 +46,42 @@ class Job {
   Runtime& rt() { return *rt_; }
   std::string who() const { return process_.name() + " (pid " + std::to_string(process_.pid()) + ")"; }
 
-  // Trains one replica of a 784-`hidden`-`hidden`-10 MLP on each of `devices` for kSteps steps.
+  // Trains a 784-`hidden`-`hidden`-10 MLP for kSteps SGD steps as the printed code does:
+  // model.cuda() builds it on devices[0], nn.DataParallel(model, device_ids=devices) scatters a
+  // batch of kBatch rows per device from the host, replicates the model on every step, gathers
+  // the outputs on devices[0] and reduce-adds the gradients there. With one device DataParallel
+  // calls the module directly. The model, its gradients and the momentum stay on devices[0];
+  // the other devices keep only what their per-step replicas left in the caching allocator.
   void train_on(const std::vector<int>& devices, int hidden, uint64_t seed) {
-    for (int d : devices) {
-      rt_->set_device(d);
-      auto r = std::make_unique<Replica>();
-      OpContext ctx{*rt_, d, 0};
-      r->model = std::make_unique<MLP>(*rt_, d, std::vector<int>{784, hidden, hidden, 10});
-      r->model->init_parameters(ctx, seed + static_cast<uint64_t>(d));
-      r->optimizer = std::make_unique<SGD>(r->model->parameters(), 0.05f, 0.9f);
-      std::vector<float> x(static_cast<size_t>(kBatch) * 784);
-      std::vector<int32_t> y(static_cast<size_t>(kBatch));
-      uint64_t s = seed * 2654435761u + 1;
-      for (float& v : x) v = static_cast<float>((s = s * 6364136223846793005ull + 1) >> 40) / 16777216.0f;
-      for (int32_t& v : y) v = static_cast<int32_t>(((s = s * 6364136223846793005ull + 1) >> 33) % 10);
-      for (int step = 0; step < kSteps; ++step) {
-        Tensor xt = Tensor::empty(*rt_, Device::cuda(d), {kBatch, 784});
-        Tensor yt = Tensor::empty(*rt_, Device::cuda(d), {kBatch}, DType::i32);
-        ops::copy_to_device(ctx, xt, x.data());
-        ops::copy_to_device(ctx, yt, y.data());
-        Tensor logits = r->model->forward(ctx, xt);
-        CrossEntropyLoss loss;
-        loss.forward(ctx, logits, yt);
-        r->optimizer->zero_grad(ctx);
-        r->model->backward(ctx, loss.backward(ctx));
-        r->optimizer->step(ctx);
-        r->model->release_activations();
-      }
-      replicas_.push_back(std::move(r));
+    const int d0 = devices.front();
+    rt_->set_device(d0);
+    auto r = std::make_unique<Replica>();
+    OpContext ctx{*rt_, d0, 0};
+    r->model = std::make_unique<MLP>(*rt_, d0, std::vector<int>{784, hidden, hidden, 10});
+    r->model->init_parameters(ctx, seed);
+    r->optimizer = std::make_unique<SGD>(r->model->parameters(), 0.05f, 0.9f);
+    r->dp = std::make_unique<DataParallel>(*rt_, *r->model, devices, std::nullopt,
+                                           [](const std::string&) {});
+    const int64_t batch = kBatch * static_cast<int64_t>(devices.size());
+    Tensor x = Tensor::empty_host({batch, 784});
+    std::vector<int32_t> y(static_cast<size_t>(batch));
+    uint64_t s = seed * 2654435761u + 1;
+    float* xp = x.data<float>();
+    for (int64_t i = 0; i < batch * 784; ++i)
+      xp[i] = static_cast<float>((s = s * 6364136223846793005ull + 1) >> 40) / 16777216.0f;
+    for (int32_t& v : y) v = static_cast<int32_t>(((s = s * 6364136223846793005ull + 1) >> 33) % 10);
+    for (int step = 0; step < kSteps; ++step) {
+      Tensor yt = Tensor::empty(*rt_, Device::cuda(d0), {batch}, DType::i32);
+      ops::copy_to_device(ctx, yt, y.data());
+      Tensor logits = r->dp->forward(ctx, x);  // the output lands on output_device = devices[0]
+      CrossEntropyLoss loss;
+      loss.forward(ctx, logits, yt);
+      r->optimizer->zero_grad(ctx);
+      r->dp->backward(ctx, loss.backward(ctx));
+      r->optimizer->step(ctx);
+      r->model->release_activations();
     }
+    replicas_.push_back(std::move(r));
   }
 
   StoryProcess report() {
@@ -96,9 +104,10 @@ class Job {
   }
 
  private:
-  struct Replica {
+  struct Replica {  // one model with its optimizer and its DataParallel wrapper
     std::unique_ptr<MLP> model;
     std::unique_ptr<SGD> optimizer;
+    std::unique_ptr<DataParallel> dp;
   };
   TraceBus bus_;
   Process& process_;
@@ -131,11 +140,16 @@ std::string gpu_text(const Topology& t, int physical) {
   return "GPU " + std::to_string(physical) + " (" + g.name + ", " + g.pci_bus_id + ")";
 }
 
-// "Furnace puts a replica ... : cuda:0 is GPU 2 (...), cuda:1 is GPU 3 (...)."
+// "Furnace runs nn.DataParallel ...: cuda:0 is GPU 2 (...), cuda:1 is GPU 3 (...)."
 std::string replicas_note(const Topology& t, Runtime& rt, int hidden) {
-  std::string s = "Furnace puts a replica of the model (MLP 784-" + std::to_string(hidden) + "-" +
-                  std::to_string(hidden) + "-10) on each device the job uses and trains it for " +
-                  std::to_string(kSteps) + " steps: ";
+  std::string s = "Furnace trains the model (MLP 784-" + std::to_string(hidden) + "-" +
+                  std::to_string(hidden) + "-10) for " + std::to_string(kSteps) +
+                  " SGD steps on " + std::to_string(kBatch) + " rows per device";
+  if (rt.device_count() > 1)
+    s += " through nn.DataParallel: the model, its gradients and its momentum live on cuda:0 "
+         "(device_ids[0]); every step scatters the batch, replicates the model onto the other "
+         "devices, gathers the outputs on cuda:0 and reduce-adds the gradients there";
+  s += ": ";
   for (int d = 0; d < rt.device_count(); ++d)
     s += (d ? ", " : "") + ("cuda:" + std::to_string(d) + " is " + gpu_text(t, rt.backend().physical_index(d)));
   return s + ".";

@@ -484,7 +484,7 @@ LinkSpec Topology::link_between(int a, int b) const {
   const int n = static_cast<int>(gpus.size());
   FURNACE_CHECK(a >= 0 && a < n && b >= 0 && b < n)
       << "topology '" << name << "': no link between GPUs " << a << " and " << b << " (it has "
-      << n << " GPUs)";
+      << n << (n == 1 ? " GPU)" : " GPUs)");
   if (a == b) {
     const GpuSpec& g = gpus[static_cast<size_t>(a)];
     return LinkSpec{a, b, LinkKind::local, g.memory_bandwidth, g.launch_latency_s};

@@ -136,11 +136,17 @@ void note_order(const std::vector<GpuSpec>& gpus, DeviceOrder order, const std::
   for (const GpuSpec& g : gpus)
     identical = identical && g.name == gpus[0].name && g.peak_flops_f32 == gpus[0].peak_flops_f32;
   const std::string n = std::to_string(gpus.size());
-  if (identical) {
-    notes.push_back(std::string("CUDA_DEVICE_ORDER=") + device_order_name(order) + ": " +
-                    (gpus.size() == 1 ? "one GPU, so the order does not matter"
-                                      : "all " + n + " GPUs are the same model, so FASTEST_FIRST "
-                                        "and PCI_BUS_ID give the same order (nvidia-smi's)"));
+  if (identical && gpus.size() == 1) {
+    notes.push_back(std::string("CUDA_DEVICE_ORDER=") + device_order_name(order) +
+                    ": one GPU, so the order does not matter");
+    return;
+  }
+  if (identical && order == DeviceOrder::fastest_first) {
+    notes.push_back("CUDA_DEVICE_ORDER=FASTEST_FIRST: all " + n + " GPUs are the same model, so "
+                    "any of them can be the fastest; NVIDIA promises only that the fastest comes "
+                    "first and leaves the rest unspecified (Furnace, like drivers in practice: PCI "
+                    "bus order, nvidia-smi's); CUDA_DEVICE_ORDER=PCI_BUS_ID makes that order a "
+                    "promise");
     return;
   }
   if (order == DeviceOrder::pci_bus_id) {
@@ -234,13 +240,13 @@ std::string Visibility::mapping_text() const {
 }
 
 void check_visible_devices_flag(std::string_view value, std::string_view flag) {
-  for (size_t i = 0; i < value.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(value[i]);
-    FURNACE_CHECK(c >= 0x20 && c != 0x7f)
-        << flag << ": '" << printable_clipped(value) << "' contains a control character (" << printable(value.substr(i, 1))
-        << " at position " << i + 1
-        << "); CUDA_VISIBLE_DEVICES is a comma-separated list of ordinals, GPU-UUIDs or MIG ids";
-  }
+  // The flag is read exactly as the variable: whitespace around an entry is stripped, any other
+  // byte is an entry that is not a number (the list stops there). Only NUL cannot be in an
+  // environment variable at all.
+  const size_t nul = value.find('\0');
+  FURNACE_CHECK(nul == std::string_view::npos)
+      << flag << ": '" << printable_clipped(value) << "' contains a NUL byte (at position " << nul + 1
+      << "), which no environment variable can hold";
 }
 
 Visibility resolve_visibility(const std::vector<GpuSpec>& gpus,

@@ -61,6 +61,7 @@ constexpr size_t kLargeBuffer = 20971520;          // segment size for 1-10 MiB 
 constexpr size_t kMinLargeAlloc = 10485760;        // from here segments are sized to the request
 constexpr size_t kRoundLarge = 2097152;            // ... rounded up to 2 MiB
 constexpr size_t kMaxRequest = size_t(1) << 62;    // beyond this no device has room (and no overflow)
+constexpr size_t kOneExaByte = size_t(1) << 60;    // allocate()'s "more than 1EB" check
 
 // Index into the StatCounter[3] arrays of MemoryStats.
 constexpr int kAll = 0, kSmallPool = 1, kLargePool = 2;
@@ -359,11 +360,15 @@ CachingAllocator::CachingAllocator(RawAllocator& raw, int device, TraceBus* trac
 CachingAllocator::~CachingAllocator() { impl_->release_everything(); }
 
 void* CachingAllocator::allocate(size_t bytes, int stream) {
+  // PyTorch's allocate() refuses 1 EiB (2^60 bytes) or more before anything else: no device, no
+  // stats, no rounding (which could overflow near 2^64), only this line.
+  if (bytes >= kOneExaByte)
+    throw OutOfMemoryError("CUDA out of memory. Tried to allocate more than 1EB memory.",
+                           "CachingAllocator::allocate", __FILE__, __LINE__, impl_->device);
   if (bytes == 0) return nullptr;
   std::lock_guard<std::mutex> lock(impl_->mu);
   Impl& m = *impl_;
-  if (bytes > kMaxRequest) m.throw_oom(bytes);
-  const size_t size = allocator_round_size(bytes);
+  const size_t size = allocator_round_size(bytes);  // bytes < 2^60: no overflow
   const bool small = allocator_is_small(size);
   Block* b = m.take_cached(small, stream, size);
   if (b == nullptr) {

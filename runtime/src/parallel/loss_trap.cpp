@@ -69,36 +69,54 @@ LossTrapResult run_loss_trap(Runtime& rt, std::vector<int> device_ids, int64_t b
   std::vector<Tensor> ys = parallel::scatter(ctx, y, device_ids);
   r.devices.assign(device_ids.begin(), device_ids.begin() + static_cast<std::ptrdiff_t>(xs.size()));
   for (const Tensor& c : xs) r.chunks.push_back(c.size(0));
-  auto replicas = parallel::replicate(ctx, model, r.devices);
-  std::vector<CrossEntropyLoss> losses(replicas.size());
-  std::vector<Tensor> scalars(replicas.size());
-  parallel::parallel_apply(r.devices, [&](size_t i) {
-    OpContext dev{rt, r.devices[i], 0};
-    const float loss = losses[i].forward(dev, replicas[i]->forward(dev, xs[i]), ys[i]);
-    scalars[i] = Tensor::empty(rt, Device::cuda(r.devices[i]), {});  // a 0-dim loss tensor
-    ops::copy_to_device(dev, scalars[i], &loss);
-  });
-  parallel::GatherRecord record;
-  Tensor vec = parallel::gather(ctx, scalars, Device::cuda(src), &record, collect);
-  r.replica_losses = host_copy(rt, vec);
-  const double n = static_cast<double>(r.replica_losses.size());
-  for (size_t i = 0; i < r.replica_losses.size(); ++i) {
-    r.mean_of_means += r.replica_losses[i] / n;
-    r.weighted_mean +=
-        static_cast<double>(r.chunks[i]) * r.replica_losses[i] / static_cast<double>(batch);
+  if (device_ids.size() == 1) {
+    // DataParallel.forward with one device id calls the module itself on the scattered input: the
+    // loss comes back as the module returned it, 0-dim; nothing is gathered, nothing warned, and
+    // .mean() of a 0-dim tensor is the tensor.
+    r.scalar_loss = true;
+    CrossEntropyLoss loss;
+    const float l = loss.forward(ctx, model.forward(ctx, xs[0]), ys[0]);
+    r.replica_losses = {l};
+    r.mean_of_means = l;
+    r.weighted_mean = l;
+    model.backward(ctx, loss.backward(ctx, 1.0f));
+  } else {
+    auto replicas = parallel::replicate(ctx, model, r.devices);
+    std::vector<CrossEntropyLoss> losses(replicas.size());
+    std::vector<Tensor> scalars(replicas.size());
+    parallel::parallel_apply(r.devices, [&](size_t i) {
+      OpContext dev{rt, r.devices[i], 0};
+      const float loss = losses[i].forward(dev, replicas[i]->forward(dev, xs[i]), ys[i]);
+      scalars[i] = Tensor::empty(rt, Device::cuda(r.devices[i]), {});  // a 0-dim loss tensor
+      ops::copy_to_device(dev, scalars[i], &loss);
+    });
+    parallel::GatherRecord record;
+    Tensor vec = parallel::gather(ctx, scalars, Device::cuda(src), &record, collect);
+    r.replica_losses = host_copy(rt, vec);
+    // vec.mean() on a float32 CUDA tensor, as ATen computes it (ReduceMomentKernel.cu, MeanOps):
+    // the float32 sum, in index order for a vector this short, times the float32 factor
+    // float(1) / numel. Not a double mean: that differs in the last bit for some losses.
+    const int64_t n = static_cast<int64_t>(r.replica_losses.size());
+    const float factor = 1.0f / static_cast<float>(n);
+    float sum = 0.0f;
+    for (float l : r.replica_losses) sum += l;
+    r.mean_of_means = sum * factor;
+    for (size_t i = 0; i < r.replica_losses.size(); ++i)
+      r.weighted_mean +=
+          static_cast<double>(r.chunks[i]) * r.replica_losses[i] / static_cast<double>(batch);
+    // .mean().backward(): d/dloss_i = factor, scattered back to each replica as a 0-dim gradient.
+    Tensor dvec = Tensor::empty(rt, Device::cuda(src), vec.shape());
+    const std::vector<float> grads(r.replica_losses.size(), factor);
+    ops::copy_to_device(ctx, dvec, grads.data());
+    std::vector<Tensor> dscalars = parallel::gather_backward(ctx, dvec, record);
+    parallel::parallel_apply(r.devices, [&](size_t i) {
+      OpContext dev{rt, r.devices[i], 0};
+      float dloss = 0;
+      ops::copy_to_host(dev, &dloss, dscalars[i]);
+      replicas[i]->backward(dev, losses[i].backward(dev, dloss));
+    });
+    parallel::replicate_backward(ctx, model, replicas);
   }
-  // .mean().backward(): d/dloss_i = 1/n, scattered back to each replica as a 0-dim gradient.
-  Tensor dvec = Tensor::empty(rt, Device::cuda(src), vec.shape());
-  const std::vector<float> ones(r.replica_losses.size(), static_cast<float>(1.0 / n));
-  ops::copy_to_device(ctx, dvec, ones.data());
-  std::vector<Tensor> dscalars = parallel::gather_backward(ctx, dvec, record);
-  parallel::parallel_apply(r.devices, [&](size_t i) {
-    OpContext dev{rt, r.devices[i], 0};
-    float dloss = 0;
-    ops::copy_to_host(dev, &dloss, dscalars[i]);
-    replicas[i]->backward(dev, losses[i].backward(dev, dloss));
-  });
-  parallel::replicate_backward(ctx, model, replicas);
   const std::vector<float> g_trap = all_grads(rt, model);
 
   double diff = 0, norm = 0;

@@ -14,9 +14,11 @@ std::vector<int64_t> chunk_sizes(int64_t n, int k) {
   FURNACE_CHECK(k > 0) << "chunk expects `chunks` to be greater than 0, got: " << k;
   FURNACE_CHECK(n >= 0) << "chunk: negative size " << n;
   if (n == 0) return std::vector<int64_t>(static_cast<size_t>(k), 0);  // k empty pieces
-  const int64_t split = (n + k - 1) / k;                               // ceil(n / k)
-  std::vector<int64_t> out;
-  for (int64_t start = 0; start < n; start += split) out.push_back(std::min(split, n - start));
+  // Arithmetic only (no n + k - 1, no start += split past n): any n up to INT64_MAX.
+  const int64_t split = n / k + (n % k != 0);              // ceil(n / k)
+  const int64_t count = n / split + (n % split != 0);      // ceil(n / split) <= k
+  std::vector<int64_t> out(static_cast<size_t>(count), split);
+  out.back() = n - split * (count - 1);
   return out;
 }
 
@@ -55,7 +57,7 @@ std::vector<std::string> explain_chunks(int64_t n, const std::vector<int>& devic
                            : "ceil(" + std::to_string(n) + "/" + per +
                                  ") = " + std::to_string(used) + " chunks") +
                     ": only " + std::to_string(used) + " replica" + (used == 1 ? "" : "s") +
-                    " run; " + idle + (k - used == 1 ? " gets" : " get") + " nothing and idles");
+                    " run; " + idle + (k - used == 1 ? " gets nothing and idles" : " get nothing and idle"));
   } else if (sizes.back() != sizes[0]) {
     notes.push_back("the last chunk has " + rows(sizes.back()) + ", not " + per +
                     ": a loss averaged inside each replica would weight each of its rows " + per +
@@ -64,7 +66,7 @@ std::vector<std::string> explain_chunks(int64_t n, const std::vector<int>& devic
   }
   notes.push_back("--batch is the global batch: global batch = per-GPU batch x GPUs, so " +
                   rows(sizes[0]) + " per GPU on " + std::to_string(k) + " GPUs is --batch " +
-                  std::to_string(sizes[0] * k));
+                  std::to_string(static_cast<uint64_t>(sizes[0]) * static_cast<uint64_t>(k)));
   return notes;
 }
 

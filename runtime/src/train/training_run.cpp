@@ -89,6 +89,13 @@ std::string hex32(uint32_t v) {
   return buf;
 }
 
+// "[2, 3]"
+std::string ids_list(const std::vector<int>& ids) {
+  std::string s = "[";
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? ", " : "") + std::to_string(ids[i]);
+  return s + "]";
+}
+
 // The devices a run writes tensors on, with what each simulated GPU can hold: DataParallel's
 // device_ids (device_ids[0] first; unset: every visible device), else the training device.
 std::vector<std::pair<int, uint64_t>> used_devices(Runtime& rt, const Scenario& sc) {
@@ -318,6 +325,14 @@ TrainingRun::TrainingRun(const Scenario& scenario, TraceBus& trace, const Checkp
   Runtime& rt = *s.rt;
   rt.init();  // the first device use: CUDA_VISIBLE_DEVICES is read now ("No CUDA GPUs are available")
   trace.publish(process_record(rt, s.topology, sc.env));  // what the visualizer draws
+  // nn.DataParallel(model, device_ids=...) checks its ids (_check_balance) before the model moves
+  // to device_ids[0]: an id beyond the visible devices is its "Invalid device id", not the
+  // "invalid device ordinal" a model.cuda(id) would raise.
+  if (sc.parallel_mode() == ParallelMode::dp && sc.device_ids)
+    for (int id : *sc.device_ids)
+      FURNACE_CHECK(id >= 0 && id < rt.device_count())  // DpTraining's words for the same check
+          << "Invalid device id (device_ids " << ids_list(*sc.device_ids) << "; "
+          << rt.describe_devices() << ")";
   FURNACE_CHECK(sc.device < rt.device_count())
       << "invalid device ordinal " << sc.device << ": " << rt.describe_devices() << "; inside the process "
       << existing_ordinals(rt.device_count());
@@ -351,7 +366,10 @@ TrainingRun::TrainingRun(const Scenario& scenario, TraceBus& trace, const Checkp
   r.parameters = s.model->parameter_count();
   r.amp = sc.amp;
   r.accum = sc.accum;
-  // Optimizer steps per epoch: every `accum` micro-batches, the last group possibly shorter.
+  // Optimizer steps per epoch: every `accum` micro-batches, the last group possibly shorter. That
+  // short group is stepped at the epoch's end (its loss still divided by accum), as the loop
+  // `if (i + 1) % accum == 0 or i + 1 == len(loader)` does; PyTorch's AMP example, `if (i + 1) %
+  // accum == 0` alone, would carry its gradients into the next epoch's first step instead.
   s.micro_per_epoch = s.loader->num_batches();
   s.per_epoch = (s.micro_per_epoch + sc.accum - 1) / sc.accum;
   s.total = s.per_epoch * sc.epochs;
@@ -493,6 +511,7 @@ std::optional<Progress> TrainingRun::step() {
     p.global_step = r.steps;
     p.total_steps = s.total;
     p.loss = loss;
+    p.micro_batches = micro;
     p.accuracy = accuracy;
     p.samples_per_s = t > 0 ? static_cast<double>(r.train_samples - s.start_samples) / t : 0;
     p.eta_s = t / static_cast<double>(done_here) * static_cast<double>(s.total - r.steps);

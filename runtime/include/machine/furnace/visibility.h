@@ -72,9 +72,9 @@ struct Visibility {
 Visibility resolve_visibility(const std::vector<GpuSpec>& gpus,
                               const std::optional<std::string>& visible, DeviceOrder order);
 
-// A --visible flag value: throws one line naming the first control character (a value typed on a
-// command line with one is almost certainly a mistake; the environment variable itself is parsed
-// as the driver would).
+// A --visible flag value: read as the variable is (a tab or space around an entry is stripped, a
+// control character is an invalid entry that ends the list); throws one line only for a NUL
+// byte, which no environment variable can hold.
 void check_visible_devices_flag(std::string_view value, std::string_view flag = "--visible");
 
 }  // namespace furnace

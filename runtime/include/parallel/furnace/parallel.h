@@ -137,7 +137,8 @@ struct LossTrapResult {
   std::vector<int> devices;           // the replicas' devices
   std::vector<int64_t> chunks;        // rows per replica (torch.chunk)
   std::vector<float> replica_losses;  // the gathered vector: each chunk's mean loss
-  double mean_of_means = 0;           // gathered.mean(): the trap
+  bool scalar_loss = false;           // one device id: the module's own 0-dim loss, not gathered
+  float mean_of_means = 0;            // gathered.mean() in float32 as ATen computes it: the trap
   double batch_mean = 0;              // the loss on the gathered output (furnace train's way)
   double weighted_mean = 0;           // sum(rows_i * loss_i) / B: the fix inside forward
   double grad_relative_difference = 0;  // |g_trap - g_batch| / |g_batch|, all parameters

@@ -153,6 +153,7 @@ struct Progress {
   int64_t step_in_epoch = 0, steps_per_epoch = 0;
   int64_t global_step = 0, total_steps = 0;
   float loss = 0;
+  int micro_batches = 0;  // in this optimizer step: accum, fewer for an epoch's last short group
   double accuracy = -1;  // this batch's training accuracy; -1 unless Scenario::track_accuracy
   double samples_per_s = 0;
   double eta_s = 0;
