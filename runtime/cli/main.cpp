@@ -1,6 +1,9 @@
 // furnace: the command-line tool. `furnace train`, `furnace memory`, ...
+#include <sys/resource.h>
+
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -30,7 +33,14 @@ int delivered(int status) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// Whether this process runs under an address-space or data limit (ulimit -v / -d).
+bool address_space_limited() {
+  rlimit as{}, data{};
+  return (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) ||
+         (::getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY);
+}
+
+int run(int argc, char** argv) {
   CLI::App app{"Furnace: learn and run multi-GPU training (CUDA runtime and multi-GPU simulator)",
                "furnace"};
   app.require_subcommand(1);
@@ -83,4 +93,16 @@ int main(int argc, char** argv) {
     return 1;
   }
   return delivered(0);
+}
+
+int main(int argc, char** argv) {
+  const int status = run(argc, argv);
+  // Under ulimit -v an OpenBLAS worker thread whose buffer could not be mapped retries for ever,
+  // and exit() joins every worker (OpenBLAS's destructor): the process would hang after its error
+  // line. The output is flushed and nothing else is left to do, so leave without the destructors.
+  if (address_space_limited()) {
+    std::fflush(nullptr);
+    std::_Exit(status);
+  }
+  return status;
 }
