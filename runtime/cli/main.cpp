@@ -1,6 +1,4 @@
 // furnace: the command-line tool. `furnace train`, `furnace memory`, ...
-#include <sys/resource.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +8,7 @@
 #include <string>
 
 #include "commands.h"
+#include "furnace/address_limits.h"
 #include "furnace/error.h"
 
 namespace {
@@ -32,13 +31,6 @@ int delivered(int status) {
 }
 
 }  // namespace
-
-// Whether this process runs under an address-space or data limit (ulimit -v / -d).
-bool address_space_limited() {
-  rlimit as{}, data{};
-  return (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) ||
-         (::getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_cur != RLIM_INFINITY);
-}
 
 int run(int argc, char** argv) {
   CLI::App app{"Furnace: learn and run multi-GPU training (CUDA runtime and multi-GPU simulator)",
@@ -100,7 +92,7 @@ int main(int argc, char** argv) {
   // Under ulimit -v an OpenBLAS worker thread whose buffer could not be mapped retries for ever,
   // and exit() joins every worker (OpenBLAS's destructor): the process would hang after its error
   // line. The output is flushed and nothing else is left to do, so leave without the destructors.
-  if (address_space_limited()) {
+  if (!furnace::address_space_limits().empty()) {
     std::fflush(nullptr);
     std::_Exit(status);
   }

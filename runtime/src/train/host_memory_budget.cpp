@@ -4,8 +4,6 @@
 // that cannot be read is left out; when none can, the budget is unknown and says why.
 // FURNACE_CGROUP_DIR names a folder to read the cgroup files from instead of the process's own
 // cgroup (tests fake a container's limit with it); FURNACE_MEMINFO a file to read for /proc/meminfo.
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -16,6 +14,7 @@
 
 #include "furnace/allocator.h"  // defines: format_size
 #include "furnace/backend.h"    // defines: kBlasAddressReserve
+#include "furnace/address_limits.h"
 #include "furnace/error.h"
 #include "furnace/host_memory.h"
 
@@ -111,16 +110,6 @@ std::vector<fs::path> cgroup_dirs() {
   return dirs;
 }
 
-// This process's mapped address space and data segment now (/proc/self/statm: size, ..., data).
-void mapped_now(uint64_t* vm, uint64_t* data) {
-  std::ifstream f("/proc/self/statm");
-  uint64_t size = 0, resident = 0, shared = 0, text = 0, lib = 0, d = 0;
-  f >> size >> resident >> shared >> text >> lib >> d;
-  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  *vm = size * page;
-  *data = d * page;
-}
-
 }  // namespace
 
 uint64_t host_memory_available() {
@@ -147,18 +136,12 @@ HostMemoryBudget host_memory_budget(int extra_threads) {
   }
   // The ulimits count address space, not resident pages: what the run adds must fit beside what
   // is mapped already, and the threads it starts reserve their stacks and heaps up front.
-  uint64_t vm = 0, data = 0;
-  mapped_now(&vm, &data);
   const uint64_t resident = host_memory_resident();
   const uint64_t cores = std::max(1u, std::thread::hardware_concurrency());
   const uint64_t extra = static_cast<uint64_t>(std::max(0, extra_threads));
   const uint64_t threads = extra * kStack + std::min(extra, 8 * cores) * kArena + kBlasAddressReserve;
-  struct { int resource; const char* name; uint64_t used; } limits[] = {
-      {RLIMIT_AS, "RLIMIT_AS (ulimit -v)", vm}, {RLIMIT_DATA, "RLIMIT_DATA (ulimit -d)", data}};
-  for (const auto& l : limits) {
-    struct rlimit rl {};
-    if (::getrlimit(l.resource, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) continue;
-    const uint64_t limit = rl.rlim_cur;
+  for (const AddressSpaceLimit& l : address_space_limits()) {
+    const uint64_t limit = l.limit;
     // The estimate counts the resident part of the process itself: leave that in the room.
     const uint64_t taken = (l.used > resident ? l.used - resident : 0) + threads;
     consider(limit > taken ? limit - taken : 0,

@@ -2,14 +2,12 @@
 #include "backend/sim/host_pages.h"
 
 #include <sys/mman.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
 
+#include "furnace/address_limits.h"
 #include "furnace/backend.h"  // defines: kBlasAddressReserve
 #include "furnace/error.h"
 #include "furnace/size_format.h"  // defines: format_size
@@ -20,18 +18,10 @@ namespace {
 
 // Why mapping `bytes` more would leave the BLAS library too little address space, or "".
 std::string blas_room_problem(size_t bytes) {
-  std::ifstream f("/proc/self/statm");
-  uint64_t size = 0, resident = 0, shared = 0, text = 0, lib = 0, data = 0;
-  if (!(f >> size >> resident >> shared >> text >> lib >> data)) return "";
-  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  const struct { int resource; const char* name; uint64_t used; } limits[] = {
-      {RLIMIT_AS, "RLIMIT_AS (ulimit -v)", size * page}, {RLIMIT_DATA, "RLIMIT_DATA (ulimit -d)", data * page}};
-  for (const auto& l : limits) {
-    struct rlimit rl {};
-    if (::getrlimit(l.resource, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) continue;
-    if (l.used + bytes + kBlasAddressReserve <= rl.rlim_cur) continue;
+  for (const AddressSpaceLimit& l : address_space_limits()) {
+    if (l.used + bytes + kBlasAddressReserve <= l.limit) continue;
     return std::string("it would leave less than the ") + format_size(kBlasAddressReserve) +
-           " the BLAS library may still need under " + l.name + " " + format_size(rl.rlim_cur) + " (" +
+           " the BLAS library may still need under " + l.name + " " + format_size(l.limit) + " (" +
            format_size(l.used) + " mapped already)";
   }
   return "";
