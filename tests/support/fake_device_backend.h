@@ -110,6 +110,10 @@ class RefOpTable : public OpTable {
     log("non_finite_check_and_unscale", w);
     ref::non_finite_check_and_unscale(grad, n, inv_scale, found_inf);
   }
+  void mul_scalar(DeviceStream w, float* out, const float* in, float alpha, int64_t n) override {
+    log("mul_scalar", w);
+    ref::mul_scalar(out, in, alpha, n);
+  }
   void add(DeviceStream w, float* out, const float* a, const float* b, int64_t n) override {
     log("add", w);
     ref::add(out, a, b, n);

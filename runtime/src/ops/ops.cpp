@@ -293,6 +293,16 @@ void set_allow_tf32(Runtime& rt, bool allow) { rt.backend().op_table().set_allow
 
 bool allow_tf32(Runtime& rt) { return rt.backend().op_table().allow_tf32(); }
 
+void mul_scalar(OpContext& ctx, Tensor& out, const Tensor& in, float alpha) {
+  const char* op = "mul";
+  require(in, "input", op, ctx, DType::f32, -1);
+  require(out, "out", op, ctx, DType::f32, -1);
+  FURNACE_CHECK(out.numel() == in.numel())
+      << "mul: out has " << out.numel() << " elements, input " << in.numel();
+  table(ctx).mul_scalar(stream_of(ctx), out.data<float>(), in.data<float>(), alpha, out.numel());
+  account(ctx, op, static_cast<double>(out.numel()), kF * 2.0 * out.numel());
+}
+
 void add(OpContext& ctx, Tensor& out, const Tensor& a, const Tensor& b) {
   const char* op = "add";
   require(a, "input", op, ctx, DType::f32, -1);

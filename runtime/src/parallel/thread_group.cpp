@@ -60,6 +60,14 @@ class Rendezvous {
   // Rank `rank` arrives with `a`; returns once every rank has arrived, with the outcome (valid
   // until this rank's next call). Throws furnace::Error on every rank when the ranks disagree, and
   // on a rank that waits longer than the timeout (the group is then broken for everyone).
+  // Rank `rank` gave up: every rank waiting now or arriving later fails with `reason`.
+  void abort(int rank, const std::string& reason) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!broken_.empty()) return;
+    broken_ = "ProcessGroup (threads): rank " + std::to_string(rank) + " aborted the group: " + reason;
+    cv_.notify_all();
+  }
+
   const Outcome& arrive(int rank, const Arrival& a) {
     std::unique_lock<std::mutex> lock(mu_);
     FURNACE_CHECK(broken_.empty()) << broken_;
@@ -152,22 +160,40 @@ class ThreadProcessGroup final : public ProcessGroup {
   int size() const override { return rendezvous_->size(); }
   std::string backend_name() const override { return "threads"; }
 
-  void all_reduce(OpContext& ctx, Tensor& t, ReduceOp) override {
-    run(ctx, t, Collective::all_reduce, 0);
+  std::unique_ptr<Work> all_reduce_async(OpContext& ctx, Tensor& t, ReduceOp) override {
+    return run(ctx, t, Collective::all_reduce, 0);
   }
   void broadcast(OpContext& ctx, Tensor& t, int root) override {
     FURNACE_CHECK(root >= 0 && root < size())
         << "broadcast: root " << root << " is not a rank of this group of " << size();
-    run(ctx, t, Collective::broadcast, root);
+    run(ctx, t, Collective::broadcast, root)->wait(ctx);
   }
   void barrier() override {
     Arrival a;
     a.what = Collective::barrier;
     rendezvous_->arrive(rank_, a);
   }
+  void abort(const std::string& reason) override { rendezvous_->abort(rank_, reason); }
 
  private:
-  void run(OpContext& ctx, Tensor& t, Collective what, int root) {
+  // The bytes are exchanged now (the rendezvous); what the GPU would do is put on the modelled
+  // clock: the collective on kCommStream from when every rank's stream reached it, and the Work
+  // makes the caller's stream wait for its end.
+  class ThreadWork final : public Work {
+   public:
+    ThreadWork(int device, double end_s, double seconds) : device_(device), end_s_(end_s), seconds_(seconds) {}
+    double modelled_seconds() const override { return seconds_; }
+    void wait(OpContext& ctx) override {
+      FURNACE_CHECK(ctx.device == device_) << "Work::wait on cuda:" << ctx.device << " for a collective of cuda:" << device_;
+      ctx.rt.backend().model_stream_wait(device_, ctx.stream, end_s_);
+    }
+
+   private:
+    int device_;
+    double end_s_, seconds_;
+  };
+
+  std::unique_ptr<Work> run(OpContext& ctx, Tensor& t, Collective what, int root) {
     const char* name = collective_name(what);
     FURNACE_CHECK(t.defined() && t.dtype() == DType::f32)
         << name << ": rank " << rank_ << " passed " << (t.defined() ? dtype_name(t.dtype()) : "an undefined")
@@ -192,7 +218,9 @@ class ThreadProcessGroup final : public ProcessGroup {
       backend.synchronize(ctx.device);
       a.bytes = staged.data();
     }
-    a.ready_s = backend.device_time(ctx.device);
+    // This rank's kernel could start once both its caller's stream and the communication stream
+    // got there.
+    a.ready_s = std::max(backend.stream_time(ctx.device, ctx.stream), backend.stream_time(ctx.device, kCommStream));
     a.physical = backend.physical_index(ctx.device);
     const Rendezvous::Outcome& out = rendezvous_->arrive(rank_, a);
     // The root of a broadcast keeps its bytes; every other rank takes the result.
@@ -202,10 +230,12 @@ class ThreadProcessGroup final : public ProcessGroup {
       else
         backend.copy(CopyKind::h2d, t.raw(), ctx.device, out.values.data(), -1, bytes, ctx.stream, false);
     }
-    backend.model_collective(ctx.device, ctx.stream, name, out.start_s, out.seconds, bytes);
+    backend.model_collective(ctx.device, kCommStream, name, out.start_s, out.seconds, bytes);
+    const double end_s = backend.stream_time(ctx.device, kCommStream);
     // The outcome is shared: the next collective may overwrite it only after every rank has
     // arrived there, which this rank does only after returning.
     if (!in_place) backend.synchronize(ctx.device);
+    return std::make_unique<ThreadWork>(ctx.device, end_s, out.seconds);
   }
 
   std::shared_ptr<Rendezvous> rendezvous_;

@@ -83,6 +83,12 @@ class Backend {
                                 double /*not_before_s*/, double /*seconds*/, size_t /*bytes*/) {
     return false;
   }
+  // The modelled clock of one stream of `device`: when the work queued on it so far ends (sim); 0
+  // where nothing is modelled. DDP's buckets read the compute stream's when their gradients are ready.
+  virtual double stream_time(int /*device*/, int /*stream*/) const { return 0; }
+  // cudaStreamWaitEvent on the modelled clock: later work on (device, stream) starts no earlier
+  // than `until_s` (a collective's end on the communication stream). Nothing where unmodelled.
+  virtual void model_stream_wait(int /*device*/, int /*stream*/, double /*until_s*/) {}
   // ---- collectives (optional) -----------------------------------------------------------------
   // Collectives over this process's devices (NCCL on the cuda backend), queued on each device's
   // `stream`. collectives_available says whether they run over `devices` (distinct, at least two)

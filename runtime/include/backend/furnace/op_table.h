@@ -87,6 +87,8 @@ class OpTable {
   // One fused pass: found_inf = 1 if any element is inf/NaN; grad *= inv_scale unless it is 1.
   virtual void non_finite_check_and_unscale(DeviceStream where, float* grad, int64_t n,
                                             float inv_scale, float* found_inf) = 0;
+  // out = in * alpha (torch.mul by a scalar, each product rounded once); out may be in.
+  virtual void mul_scalar(DeviceStream where, float* out, const float* in, float alpha, int64_t n) = 0;
   // out = a + b; out may be a or b.
   virtual void add(DeviceStream where, float* out, const float* a, const float* b, int64_t n) = 0;
   // out = ((terms[0] + terms[1]) + terms[2]) + ...: the roundings of count - 1 adds in that order

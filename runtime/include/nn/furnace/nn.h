@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -59,7 +60,11 @@ class MLP {
   // PyTorch's default Linear init: weight and bias ~ U(-1/sqrt(in), 1/sqrt(in)), from `seed`.
   void init_parameters(OpContext& ctx, uint64_t seed);
   Tensor forward(OpContext& ctx, const Tensor& x);  // (B, sizes[0]) -> logits (B, sizes.back())
-  void backward(OpContext& ctx, const Tensor& dlogits);  // accumulates into every grad
+  // Accumulates into every grad, last layer first. `grads_ready(i)`, when given, runs right after
+  // layer i's weight and bias gradients are final, before the earlier layers' backward: autograd's
+  // AccumulateGrad hooks, where DistributedDataParallel starts a bucket's all-reduce.
+  void backward(OpContext& ctx, const Tensor& dlogits,
+                const std::function<void(size_t layer)>& grads_ready = {});
   void zero_grad(OpContext& ctx);
   void release_activations();
   std::vector<Parameter> parameters();

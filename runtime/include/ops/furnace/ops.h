@@ -76,6 +76,8 @@ void non_finite_check_and_unscale(OpContext& ctx, Tensor& grad, float inv_scale,
 void cast(OpContext& ctx, Tensor& out, const Tensor& in);
 // x = 0.
 void zero(OpContext& ctx, Tensor& x);
+// out = in * alpha (torch.mul(in, alpha)), f32 of one shape on ctx.device; out may be in.
+void mul_scalar(OpContext& ctx, Tensor& out, const Tensor& in, float alpha);
 // out = a + b (torch.add), all on ctx.device with one shape; out may be a (a.add_(b)).
 void add(OpContext& ctx, Tensor& out, const Tensor& a, const Tensor& b);
 // dst.copy_(src): same numel and dtype, between any two places (host, one device, two devices).

@@ -31,21 +31,44 @@ namespace furnace {
 // size beforehand).
 enum class ReduceOp { sum };
 
+// c10d's Work: an asynchronous collective in flight. wait(ctx) is WorkNCCL::wait: ctx's stream
+// waits for the collective's end on the communication stream (the host does not block); the
+// tensor holds the result for work queued on that stream afterwards.
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void wait(OpContext& ctx) = 0;
+  // The collective's modelled duration on the communication stream (0 where not modelled).
+  virtual double modelled_seconds() const { return 0; }
+};
+
 class ProcessGroup {
  public:
+  // The stream a rank's collectives run on, ProcessGroupNCCL's own stream on each device: a
+  // collective starts once the caller's stream has reached the call (an event it waits for), so
+  // it overlaps whatever the caller queues after it (DDP's buckets and the rest of backward).
+  static constexpr int kCommStream = 1;
+
   virtual ~ProcessGroup() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
   // torch.distributed.get_backend(): "threads" for ranks on threads of this process.
   virtual std::string backend_name() const = 0;
 
-  // Every rank's `t` (f32, on ctx.device) becomes the elementwise reduction of all of them,
-  // added in rank order: ((t0 + t1) + t2) + ... on every rank (the same bits everywhere).
-  virtual void all_reduce(OpContext& ctx, Tensor& t, ReduceOp op = ReduceOp::sum) = 0;
-  // Every rank's `t` becomes a copy of rank `root`'s.
+  // all_reduce(async_op=True): every rank's `t` (f32, on ctx.device) becomes the elementwise
+  // reduction of all of them, added in rank order: ((t0 + t1) + t2) + ... on every rank (the same
+  // bits everywhere), on kCommStream after ctx.stream's work so far.
+  virtual std::unique_ptr<Work> all_reduce_async(OpContext& ctx, Tensor& t, ReduceOp op = ReduceOp::sum) = 0;
+  // all_reduce(): the same, and ctx's stream waits for it.
+  void all_reduce(OpContext& ctx, Tensor& t, ReduceOp op = ReduceOp::sum) { all_reduce_async(ctx, t, op)->wait(ctx); }
+  // Every rank's `t` becomes a copy of rank `root`'s; ctx's stream waits for it.
   virtual void broadcast(OpContext& ctx, Tensor& t, int root) = 0;
   // Returns on every rank once all have called it.
   virtual void barrier() = 0;
+  // ProcessGroupNCCL::abort: this rank gives up (its training failed); every rank waiting in or
+  // later calling a collective of the group gets an error naming this rank and `reason` at once,
+  // instead of waiting for the timeout.
+  virtual void abort(const std::string& reason) = 0;
 };
 
 struct ThreadGroupOptions {

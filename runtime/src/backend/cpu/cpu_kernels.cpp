@@ -126,6 +126,10 @@ void non_finite_check_and_unscale(float* grad, int64_t n, float inv_scale, float
 int blas_threads() { return openblas_get_num_threads(); }
 void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
 
+void mul_scalar(float* out, const float* in, float alpha, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = in[i] * alpha;
+}
+
 void add(float* out, const float* a, const float* b, int64_t n) {
   // Element i is read before it is written, so out may alias a or b.
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];

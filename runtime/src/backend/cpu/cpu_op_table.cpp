@@ -89,6 +89,10 @@ class CpuOpTable final : public OpTable {
     cpu::non_finite_check_and_unscale(grad, n, inv_scale, found_inf);
   }
 
+  void mul_scalar(DeviceStream, float* out, const float* in, float alpha, int64_t n) override {
+    cpu::mul_scalar(out, in, alpha, n);
+  }
+
   void add(DeviceStream, float* out, const float* a, const float* b, int64_t n) override {
     cpu::add(out, a, b, n);
   }

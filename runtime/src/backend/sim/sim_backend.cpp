@@ -75,6 +75,7 @@ double SimBackend::advance(int device, int stream, double not_before, double sec
 }
 
 double SimBackend::stream_time(int device, int stream) const {
+  if (device < 0 || device >= device_count() || stream < 0) return 0.0;
   const DeviceClock& dc = *clocks_.at(static_cast<size_t>(device));
   std::lock_guard<std::mutex> lock(dc.mutex);
   return static_cast<size_t>(stream) < dc.streams.size() ? dc.streams[static_cast<size_t>(stream)] : 0.0;
@@ -165,6 +166,11 @@ bool SimBackend::model_collective(int device, int stream, const char* name, doub
   const double start = advance(device, stream, not_before_s, seconds);
   emit(EventKind::copy, name, device, stream, start, seconds, bytes, 0);
   return true;
+}
+
+void SimBackend::model_stream_wait(int device, int stream, double until_s) {
+  device_spec(device);  // bounds check
+  advance(device, stream, until_s, 0.0);
 }
 
 void SimBackend::memset(int device, void* ptr, int value, size_t bytes, int stream) {

@@ -53,6 +53,8 @@ class SimBackend : public Backend {
                   bool pinned) override;
   bool model_collective(int device, int stream, const char* name, double not_before_s,
                         double seconds, size_t bytes) override;
+  double stream_time(int device, int stream) const override;
+  void model_stream_wait(int device, int stream, double until_s) override;
 
   const Topology& topology() const { return topology_; }
 
@@ -60,7 +62,6 @@ class SimBackend : public Backend {
   // Runs `seconds` of work on (device, stream), starting no earlier than `not_before`; returns
   // the start. Thread-safe: DataParallel's workers drive different devices at once.
   double advance(int device, int stream, double not_before, double seconds);
-  double stream_time(int device, int stream) const;
   void emit(EventKind kind, const char* name, int device, int stream, double start, double dur,
             uint64_t bytes, double flops);
 

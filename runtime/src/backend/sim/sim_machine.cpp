@@ -224,6 +224,12 @@ class ProcessBackend : public Backend {
   double device_time(int device) const override {
     return inner_ && device >= 0 && device < device_count() ? inner_->device_time(device) : 0.0;
   }
+  double stream_time(int device, int stream) const override {
+    return inner_ && device >= 0 && device < device_count() ? inner_->stream_time(device, stream) : 0.0;
+  }
+  void model_stream_wait(int device, int stream, double until_s) override {
+    ready(device).model_stream_wait(device, stream, until_s);
+  }
   double device_busy_time(int device) const override {
     return inner_ && device >= 0 && device < device_count() ? inner_->device_busy_time(device) : 0.0;
   }

@@ -112,6 +112,10 @@ void non_finite_check_and_unscale(float* grad, int64_t n, float inv_scale, float
   }
 }
 
+void mul_scalar(float* out, const float* in, float alpha, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = in[i] * alpha;
+}
+
 void add(float* out, const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }

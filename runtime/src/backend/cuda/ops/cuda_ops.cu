@@ -216,6 +216,12 @@ class CudaOps final : public OpTable {
     cuda::non_finite_check_and_unscale(on.stream, grad, n, inv_scale, found_inf, on.max_blocks);
   }
 
+  void mul_scalar(DeviceStream w, float* out, const float* in, float alpha, int64_t n) override {
+    On on(r_, w);
+    ScopedSpan span(r_.events(), w.device, on.stream, w.stream, "mul_scalar");
+    cuda::mul_scalar(on.stream, out, in, alpha, n, on.max_blocks);
+  }
+
   void add(DeviceStream w, float* out, const float* a, const float* b, int64_t n) override {
     On on(r_, w);
     ScopedSpan span(r_.events(), w.device, on.stream, w.stream, "add");

@@ -27,6 +27,10 @@ __global__ void cast_kernel(Out* out, const In* in, int64_t n) {
   for (int64_t i : GridStride{n}) out[i] = from_f32<Out>(to_f32(in[i]));
 }
 
+__global__ void mul_scalar_kernel(float* out, const float* in, float alpha, int64_t n) {
+  for (int64_t i : GridStride{n}) out[i] = __fmul_rn(in[i], alpha);
+}
+
 __global__ void add_kernel(float* out, const float* a, const float* b, int64_t n) {
   for (int64_t i : GridStride{n}) out[i] = __fadd_rn(a[i], b[i]);
 }
@@ -78,6 +82,11 @@ void cast(cudaStream_t stream, void* out, DType out_dt, const void* in, DType in
                          static_cast<const In*>(in), n);
     });
   }
+}
+
+void mul_scalar(cudaStream_t stream, float* out, const float* in, float alpha, int64_t n,
+                int64_t max_blocks) {
+  launch_elementwise(stream, n, max_blocks, mul_scalar_kernel, out, in, alpha, n);
 }
 
 void add(cudaStream_t stream, float* out, const float* a, const float* b, int64_t n,

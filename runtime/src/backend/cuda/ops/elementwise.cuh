@@ -20,6 +20,9 @@ void relu_backward(cudaStream_t stream, void* dx, const void* out, int64_t n, DT
 // out = in converted (f32 -> f16/bf16 rounds to nearest even; f16/bf16 -> f32 is exact).
 void cast(cudaStream_t stream, void* out, DType out_dt, const void* in, DType in_dt, int64_t n,
           int64_t max_blocks);
+// out = in * alpha (f32, each product rounded once); out may alias in.
+void mul_scalar(cudaStream_t stream, float* out, const float* in, float alpha, int64_t n,
+                int64_t max_blocks);
 // out = a + b (f32, each sum rounded once); out may alias a or b.
 void add(cudaStream_t stream, float* out, const float* a, const float* b, int64_t n,
          int64_t max_blocks);
