@@ -107,6 +107,36 @@ void print_dp_summary(const DpReport& dp, bool real_gpus) {
   }
 }
 
+// DistributedDataParallel's part of the summary: the ranks, the buckets, where each rank's GPU
+// time per step went, and how much of the all-reduce hid behind backward.
+void print_ddp_summary(const DdpReport& d) {
+  std::printf("\nDistributedDataParallel: %d ranks (processes), one per GPU, DataLoader batch_size %lld each\n",
+              d.world, static_cast<long long>(d.rank_batch));
+  for (const std::string& n : d.notes) std::printf("  %s\n", n.c_str());
+  std::string buckets;
+  for (uint64_t b : d.bucket_bytes) buckets += (buckets.empty() ? "" : ", ") + format_size(b);
+  std::printf("  buckets (bucket_cap_mb=%g, the first capped at 1 MiB, all-reduced in this order): %s\n",
+              d.bucket_cap_mb, buckets.c_str());
+  std::printf("  per step each rank all-reduces %s of gradients (a ring sends 2(n-1)/n of it: %s per rank)\n",
+              format_size(d.allreduce_bytes_per_step).c_str(), format_size(d.sent_bytes_per_step).c_str());
+  std::printf("modelled time per step %.3f ms; per rank (ms per step; all-reduce runs on its own stream, "
+              "beside backward):\n", d.step_s * 1e3);
+  std::vector<std::vector<std::string>> rows{{"rank", "GPU", "busy", "all-reduce", "exposed", "idle", "allocated", "reserved"}};
+  auto ms = [](double s) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.3f", s * 1e3);
+    return std::string(b);
+  };
+  for (const DdpRankReport& r : d.ranks)
+    rows.push_back({std::to_string(r.rank), "cuda:" + std::to_string(r.device) + " = GPU " + std::to_string(r.physical),
+                    ms(r.busy_s), ms(r.comm_s), ms(r.exposed_s), ms(r.idle_s), format_size(r.memory.allocated_bytes),
+                    format_size(r.memory.reserved_bytes)});
+  std::printf("%s", format_table(rows, {.right = {true, false, true, true, true, true, true, true}, .gap = "  "}).c_str());
+  std::printf("  %.0f%% of the all-reduce time is hidden behind backward (the rest: \"exposed\", the compute "
+              "stream waiting at the end of backward); every GPU holds the same: no GPU 0 bottleneck\n",
+              100.0 * d.hidden_share);
+}
+
 void print_checkpoint_summary(const TrainResult& r, const std::string& path, int64_t save_every) {
   if (r.checkpoints_saved > 0)
     std::printf("  checkpoint      %lld saved to %s (%s; the last at step %lld; %s, %.1f ms each: "
@@ -132,12 +162,14 @@ double modelled_samples_per_s(const TrainResult& r, const Scenario& sc) {
 // device_ids[0] alone for a few steps, bare (model.cuda()), on the same simulated machine and
 // environment. nullopt on a real GPU, or when the batch does not fit one GPU (said in `why`).
 std::optional<double> one_gpu_samples_per_s(const Scenario& sc, const TrainResult& r, std::string* why) {
-  if (!r.clock_modelled || !r.dp || r.dp->device_ids.size() < 2) return std::nullopt;
+  const bool ddp = r.ddp && r.ddp->world > 1;
+  if (!r.clock_modelled || (!ddp && (!r.dp || r.dp->device_ids.size() < 2))) return std::nullopt;
   Scenario one = sc;
   one.parallel = "none";
   one.device_ids.reset();
   one.output_device.reset();
-  one.device = r.dp->device_ids[0];
+  one.nproc = -1;
+  one.device = ddp ? 0 : r.dp->device_ids[0];
   one.epochs = 1;
   one.max_steps = 3;
   one.evaluate = false;
@@ -169,13 +201,16 @@ void print_summary(const TrainResult& r, const Scenario& sc, std::optional<doubl
     const double gpu = modelled_samples_per_s(r, sc);
     std::printf("  simulated GPU   %.0f samples/s (modelled: %lld samples per optimizer step in %.3f ms)\n",
                 gpu, static_cast<long long>(sc.batch) * sc.accum, 1e3 * r.modelled_step_s);
+    const char* how = r.ddp ? "DistributedDataParallel" : "DataParallel";
+    const size_t gpus = r.ddp ? static_cast<size_t>(r.ddp->world) : r.dp ? r.dp->device_ids.size() : 1;
+    const int first = r.dp ? r.dp->device_ids[0] : 0;
     if (one_gpu)
-      std::printf("  vs one GPU      %.2fx: DataParallel on %zu GPUs %.0f samples/s, cuda:%d alone %.0f "
-                  "samples/s (the same batch, modelled)\n",
-                  gpu / *one_gpu, r.dp->device_ids.size(), gpu, r.dp->device_ids[0], *one_gpu);
+      std::printf("  vs one GPU      %.2fx: %s on %zu GPUs %.0f samples/s, cuda:%d alone %.0f "
+                  "samples/s (the same global batch, modelled)\n",
+                  gpu / *one_gpu, how, gpus, gpu, first, *one_gpu);
     else if (!one_gpu_why.empty())
-      std::printf("  vs one GPU      not measured: the batch does not run on cuda:%d alone (%s)\n",
-                  r.dp->device_ids[0], one_gpu_why.c_str());
+      std::printf("  vs one GPU      not measured: the batch does not run on cuda:%d alone (%s)\n", first,
+                  one_gpu_why.c_str());
   }
   if (r.amp != "off")
     std::printf("  mixed precision %s autocast%s\n", r.amp.c_str(),
@@ -205,6 +240,7 @@ void print_summary(const TrainResult& r, const Scenario& sc, std::optional<doubl
                   r.dp->device_ids[0], r.dp->output_device);
   }
   if (r.dp) print_dp_summary(*r.dp, !r.clock_modelled);
+  if (r.ddp) print_ddp_summary(*r.ddp);
 }
 
 nlohmann::json dp_json(const DpReport& dp) {
@@ -215,6 +251,19 @@ nlohmann::json dp_json(const DpReport& dp) {
                        {"optimizer_s", t.optimizer}, {"busy_s", t.busy}, {"idle_s", t.idle}});
   return {{"device_ids", dp.device_ids}, {"output_device", dp.output_device}, {"chunks", dp.chunks},
           {"step_s", dp.step_s}, {"per_device", devices}, {"notes", dp.notes}, {"warnings", dp.warnings}};
+}
+
+nlohmann::json ddp_json(const DdpReport& d) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const DdpRankReport& r : d.ranks)
+    ranks.push_back({{"rank", r.rank}, {"device", r.device}, {"physical", r.physical}, {"busy_s", r.busy_s},
+                     {"allreduce_s", r.comm_s}, {"exposed_s", r.exposed_s}, {"idle_s", r.idle_s},
+                     {"allocated_bytes", r.memory.allocated_bytes}, {"reserved_bytes", r.memory.reserved_bytes},
+                     {"peak_allocated_bytes", r.memory.peak_allocated_bytes}, {"context_bytes", r.memory.context_bytes}});
+  return {{"world", d.world}, {"rank_batch", d.rank_batch}, {"bucket_cap_mb", d.bucket_cap_mb},
+          {"bucket_bytes", d.bucket_bytes}, {"allreduce_bytes_per_step", d.allreduce_bytes_per_step},
+          {"sent_bytes_per_step", d.sent_bytes_per_step}, {"step_s", d.step_s}, {"hidden_share", d.hidden_share},
+          {"ranks", ranks}, {"notes", d.notes}};
 }
 
 nlohmann::json to_json(const TrainResult& r) {
@@ -246,6 +295,7 @@ nlohmann::json to_json(const TrainResult& r) {
           {"modelled_step_s", r.modelled_step_s},
           {"memory", mem},
           {"dp", r.dp ? dp_json(*r.dp) : nlohmann::json()},
+          {"ddp", r.ddp ? ddp_json(*r.ddp) : nlohmann::json()},
           {"checkpoint", nlohmann::json()}};
 }
 
@@ -325,9 +375,10 @@ void run(const TrainOptions& o) {
   if (!o.quiet) progress = [&bar](const Progress& p) { bar(p); };
   if (!o.quiet && !o.json)
     std::printf("furnace train: MLP 784-%s-10, batch %lld, SGD lr %g (%s) momentum %g, %d epoch%s, "
-                "topology %s, device cuda:%d\n",
+                "topology %s, %s\n",
                 widths.c_str(), static_cast<long long>(sc.batch), sc.lr, sc.lr_schedule.c_str(), sc.momentum, sc.epochs,
-                sc.epochs == 1 ? "" : "s", sc.topology.c_str(), sc.device);
+                sc.epochs == 1 ? "" : "s", sc.topology.c_str(),
+                sc.parallel_mode() == ParallelMode::ddp ? "rank r on cuda:r" : ("device cuda:" + std::to_string(sc.device)).c_str());
   if (!o.quiet && !o.json && (sc.amp_mode() != AmpMode::off || sc.accum > 1 || sc.workers > 0 || sc.pin_memory))
     std::printf("  amp %s, accumulation %d (effective batch %lld%s), DataLoader(num_workers=%d, "
                 "pin_memory=%s)\n",
@@ -338,6 +389,10 @@ void run(const TrainOptions& o) {
     std::printf("  model = nn.DataParallel(model, device_ids=%s%s)\n",
                 sc.device_ids ? ("[" + ids_text(*sc.device_ids) + "]").c_str() : "None (every visible device)",
                 sc.output_device ? (", output_device=" + std::to_string(*sc.output_device)).c_str() : "");
+  if (!o.quiet && !o.json && sc.parallel_mode() == ParallelMode::ddp)
+    std::printf("  torchrun --nproc-per-node %s: in every rank's process model = DDP(model, device_ids=[local_rank], "
+                "bucket_cap_mb=%g), DataLoader(batch_size=batch/world, sampler=DistributedSampler(...))\n",
+                sc.nproc == -1 ? "<visible GPUs>" : std::to_string(sc.nproc).c_str(), sc.bucket_cap_mb);
   if (!o.quiet && !o.json && !sc.env.empty())
     std::printf("  %s (furnace devices shows which GPU is which)\n", describe_cuda_environment(sc.env).c_str());
   if (!o.json) ck.on_note = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
@@ -366,7 +421,7 @@ void run(const TrainOptions& o) {
   if (o.json) {
     nlohmann::json j = to_json(r);
     j["modelled_samples_per_s"] = modelled_samples_per_s(r, sc);
-    if (one_gpu) j["dp"]["one_gpu_modelled_samples_per_s"] = *one_gpu;
+    if (one_gpu) j[r.ddp ? "ddp" : "dp"]["one_gpu_modelled_samples_per_s"] = *one_gpu;
     if (!ck.path.empty()) j["checkpoint"] = checkpoint_json(r, ck.path);
     std::printf("%s\n", j.dump().c_str());
   } else {
@@ -403,7 +458,13 @@ void add_train_command(CLI::App& app) {
                                         "CUDA_VISIBLE_DEVICES of the training process (default: this shell's)");
   cmd->add_option_function<std::string>("--order", [opts](const std::string& v) { opts->order = v; },
                                         "CUDA_DEVICE_ORDER: FASTEST_FIRST or PCI_BUS_ID (default: this shell's)");
-  cmd->add_option("--parallel", s.parallel, "none, or dp: torch.nn.DataParallel over --device-ids")->capture_default_str();
+  cmd->add_option("--parallel", s.parallel, "none; dp: torch.nn.DataParallel over --device-ids; ddp: "
+                  "DistributedDataParallel, one process per GPU (rank r on cuda:r)")->capture_default_str();
+  cmd->add_option("--nproc", s.nproc, "ddp: processes (ranks), as torchrun --nproc-per-node (default: one per visible GPU)");
+  cmd->add_option("--bucket-cap-mb", s.bucket_cap_mb, "ddp: DDP's bucket_cap_mb (gradient buckets all-reduced "
+                  "as backward produces them)")->capture_default_str();
+  cmd->add_flag("--no-set-epoch{false}", s.sampler_set_epoch,
+                "ddp: never call sampler.set_epoch(epoch): every epoch repeats epoch 0's order (the trap)");
   cmd->add_option_function<std::string>("--device-ids", [opts](const std::string& v) { opts->device_ids = v; },
                                         "DataParallel's device_ids, e.g. 0,1,2,3 (default: every visible device)");
   cmd->add_option_function<int>("--output-device", [opts](int v) { opts->scenario.output_device = v; },

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "furnace/error.h"
+#include "furnace/distributed_sampler.h"
 #include "furnace/loader.h"
 
 namespace furnace {
@@ -95,6 +96,32 @@ TEST(DataLoader, ShuffleIsSeededAndDiffersBetweenEpochs) {
   std::vector<int64_t> identity(50);
   for (int i = 0; i < 50; ++i) identity[static_cast<size_t>(i)] = i;
   EXPECT_EQ(epoch_of(plain, 0)[0], identity);
+}
+
+// DataLoader(ds, batch_size, sampler=DistributedSampler(ds, 4, rank)): each rank's batches are its
+// sampler's indices in order (10 samples, 4 ranks: 3 each, padded with the head); set_epoch(e)
+// reshuffles each epoch, and a loop that never calls it draws epoch 0's order every epoch.
+TEST(DataLoader, ADistributedSamplersShareAndTheSetEpochTrap) {
+  CountingDataset ds(10);
+  LoaderOptions o;
+  o.batch_size = 2;
+  o.sampler = DistributedSamplerOptions{4, 1, /*shuffle=*/false, 0, false};
+  DataLoader plain(ds, o);
+  EXPECT_EQ(plain.num_batches(), 2);  // num_samples 3: batches of 2 and 1
+  EXPECT_EQ(epoch_of(plain, 0), (std::vector<std::vector<int64_t>>{{1, 5}, {9}}));
+  o.sampler = DistributedSamplerOptions{4, 2, /*shuffle=*/true, 7, false};
+  DataLoader shuffled(ds, o);
+  DistributedSampler want(10, *o.sampler);
+  want.set_epoch(3);
+  const auto epoch3 = epoch_of(shuffled, 3);
+  EXPECT_EQ((std::vector<int64_t>{epoch3[0][0], epoch3[0][1], epoch3[1][0]}), want.indices());
+  EXPECT_NE(epoch_of(shuffled, 0), epoch_of(shuffled, 1));
+  o.sampler_set_epoch = false;
+  DataLoader forgetful(ds, o);
+  EXPECT_EQ(epoch_of(forgetful, 0), epoch_of(forgetful, 1));
+  EXPECT_EQ(epoch_of(forgetful, 5), epoch_of(shuffled, 0));
+  o.shuffle = true;  // PyTorch: "sampler option is mutually exclusive with shuffle"
+  EXPECT_THROW(DataLoader(ds, o), Error);
 }
 
 TEST(DataLoader, DefaultPrefetchIsTwoPerWorkerAndPinMemoryIsCarried) {

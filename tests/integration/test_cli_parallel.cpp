@@ -87,7 +87,7 @@ TEST_F(CliParallel, PyTorchsErrorsOnOneLine) {
   expect_one_line_error(train("--topology workstation-4x3090 --visible 2,3 --parallel dp --device-ids 2,3"),
                         "Invalid device id (device_ids [2, 3]; process 4001 sees 2 of the 4 GPUs");
   expect_one_line_error(train("--device-ids 0,1"), "--device-ids needs --parallel dp");
-  expect_one_line_error(train("--parallel ddp"), "--parallel must be none or dp");
+  expect_one_line_error(train("--parallel fsdp"), "--parallel must be none, dp or ddp (got 'fsdp')");
 }
 
 TEST_F(CliParallel, TrainDpJsonSplitsEachDevicesTimeAndShowsEveryDevicesMemory) {
@@ -219,6 +219,54 @@ TEST_F(CliParallel, LossTrapIsReproducible) {
   EXPECT_NEAR(e["mean_of_means"].get<double>(), e["batch_mean"].get<double>(), 1e-6);
   CliRun text = furnace("dp-loss-trap");
   EXPECT_THAT(text.out, ::testing::HasSubstr("loss.mean() of the gathered vector"));
+}
+
+}  // namespace
+
+namespace {
+
+// `furnace train --parallel ddp --json`: the ranks, PyTorch's buckets, equal memory on every GPU.
+TEST_F(CliParallel, TrainDdpJsonShowsEveryRankAndTheBuckets) {
+  CliRun r = furnace(train("--topology dgx-h100 --parallel ddp --nproc 4 --json"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = r.last_json();
+  const json& ddp = j["ddp"];
+  EXPECT_EQ(ddp["world"], 4);
+  EXPECT_EQ(ddp["rank_batch"], 64);
+  EXPECT_EQ(ddp["bucket_bytes"], json::parse("[1071144,1607680]"));
+  ASSERT_EQ(ddp["ranks"].size(), 4u);
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(ddp["ranks"][k]["physical"], k);
+    EXPECT_EQ(ddp["ranks"][k]["allocated_bytes"], ddp["ranks"][0]["allocated_bytes"]);
+  }
+  EXPECT_GT(ddp["hidden_share"].get<double>(), 0.0);  // NVLink: part of the all-reduce hides behind backward
+  EXPECT_GT(ddp["one_gpu_modelled_samples_per_s"].get<double>(), 0.0);
+}
+
+// `furnace compare dp ddp`: DataParallel's GPU 0 is the busiest and the fullest; under DDP every GPU
+// is alike, and the DDP step is the shorter on this PCIe machine.
+TEST_F(CliParallel, CompareDpAndDdpSideBySide) {
+  CliRun r = furnace("compare --data " + std::string(FURNACE_TEST_DATA_DIR) + "/fashion-mnist --topology workstation-4x3090 --steps 3 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = r.last_json();
+  ASSERT_EQ(j["runs"].size(), 2u);
+  const json& dp = j["runs"][0];
+  const json& ddp = j["runs"][1];
+  EXPECT_EQ(dp["mode"], "dp");
+  EXPECT_EQ(ddp["mode"], "ddp");
+  ASSERT_EQ(dp["gpus"].size(), 4u);
+  ASSERT_EQ(ddp["gpus"].size(), 4u);
+  for (int d = 1; d < 4; ++d) {
+    EXPECT_GT(dp["gpus"][0]["busy_s"].get<double>(), dp["gpus"][d]["busy_s"].get<double>());
+    EXPECT_GT(dp["gpus"][0]["peak_allocated_bytes"].get<uint64_t>(), dp["gpus"][d]["peak_allocated_bytes"].get<uint64_t>());
+    EXPECT_EQ(ddp["gpus"][0]["allocated_bytes"], ddp["gpus"][d]["allocated_bytes"]);
+  }
+  EXPECT_LT(ddp["step_s"].get<double>(), dp["step_s"].get<double>());
+  EXPECT_GT(ddp["gpu_bytes_per_step"].get<uint64_t>(), 0u);
+  EXPECT_GT(dp["gpu_bytes_per_step"].get<uint64_t>(), 0u);
+  CliRun bad = furnace("compare dp fsdp");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("'fsdp' is not a mode (none, dp or ddp)"), std::string::npos) << bad.err;
 }
 
 }  // namespace

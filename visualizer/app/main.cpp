@@ -383,6 +383,9 @@ void check_options(const Options& o) {
       << "unknown backend '" << furnace::printable(s.backend) << "' (choose sim or cuda)";
   FURNACE_CHECK(s.data_dir.empty() || std::filesystem::is_directory(s.data_dir))
       << furnace::printable(s.data_dir) << ": dataset directory does not exist";
+  FURNACE_CHECK(furnace::parse_parallel_mode(s.parallel) != furnace::ParallelMode::ddp)
+      << "--parallel ddp is not in the visualizer yet: use none or dp here (furnace train --parallel ddp "
+         "and furnace compare dp ddp run DistributedDataParallel)";
   FURNACE_CHECK(furnace::parse_parallel_mode(s.parallel) == furnace::ParallelMode::dp || (o.device_ids.empty() && o.output_device < 0))
       << (o.device_ids.empty() ? "--output-device" : "--device-ids") << " needs --parallel dp";
   if (o.visible) furnace::check_visible_devices_flag(*o.visible);

@@ -112,6 +112,7 @@ namespace {
 LoaderOptions checked(LoaderOptions o) {
   FURNACE_CHECK(o.batch_size > 0)
       << "batch_size should be a positive integer value, but got batch_size=" << o.batch_size;
+  FURNACE_CHECK(!(o.sampler && o.shuffle)) << "sampler option is mutually exclusive with shuffle";
   FURNACE_CHECK(o.num_workers >= 0) << "num_workers option should be non-negative; use "
                                        "num_workers=0 to disable multiprocessing.";
   FURNACE_CHECK(o.num_workers > 0 || o.prefetch_factor == -1)
@@ -145,7 +146,8 @@ DataLoader::DataLoader(const ImageDataset& dataset, int64_t batch_size, bool shu
 DataLoader::~DataLoader() = default;
 
 int64_t DataLoader::num_batches() const {
-  const int64_t n = impl_->dataset.size();
+  const int64_t n = opt_.sampler ? DistributedSampler(impl_->dataset.size(), *opt_.sampler).num_samples()
+                                 : impl_->dataset.size();
   return opt_.drop_last ? n / opt_.batch_size : (n + opt_.batch_size - 1) / opt_.batch_size;
 }
 
@@ -156,7 +158,11 @@ void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
   m.stop_workers();
   std::vector<int64_t> order(static_cast<size_t>(m.dataset.size()));
   std::iota(order.begin(), order.end(), int64_t{0});
-  if (opt_.shuffle) {
+  if (opt_.sampler) {
+    DistributedSampler sampler(m.dataset.size(), *opt_.sampler);
+    if (opt_.sampler_set_epoch) sampler.set_epoch(epoch);
+    order = sampler.indices();
+  } else if (opt_.shuffle) {
     Generator gen(opt_.seed * 0x100000001B3ull + static_cast<uint64_t>(epoch) + 1);
     for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[gen.below(i)]);
   }

@@ -308,8 +308,8 @@ void parse_checkpoint_meta(const std::string& text, Checkpoint& ck, const std::s
   ck.step = m.integer(root, "step", 0, ck.total_steps);
   ck.save_every = m.integer(root, "save_every", 0);
   ck.saved_by = m.text(root, "saved_by");
-  if (ck.saved_by != "Sequential" && ck.saved_by != "DataParallel")
-    m.fail("saved_by", "must be \"Sequential\" or \"DataParallel\"");
+  if (ck.saved_by != "Sequential" && ck.saved_by != "DataParallel" && ck.saved_by != "DistributedDataParallel")
+    m.fail("saved_by", "must be \"Sequential\", \"DataParallel\" or \"DistributedDataParallel\"");
   FURNACE_CHECK(!ck.model.empty()) << "checkpoint " << origin << ": the model's state_dict is empty";
 
   const json& opt = m.object(root, "optimizer");

@@ -12,6 +12,7 @@ namespace furnace {
 std::optional<ParallelMode> parse_parallel_mode(const std::string& text) {
   if (text == "none") return ParallelMode::none;
   if (text == "dp") return ParallelMode::dp;
+  if (text == "ddp") return ParallelMode::ddp;
   return std::nullopt;
 }
 
@@ -30,7 +31,7 @@ std::optional<LrSchedule> parse_lr_schedule(const std::string& text) {
 
 ParallelMode Scenario::parallel_mode() const {
   const std::optional<ParallelMode> m = parse_parallel_mode(parallel);
-  FURNACE_CHECK(m) << "--parallel must be none or dp (got '" << parallel << "')";
+  FURNACE_CHECK(m) << "--parallel must be none, dp or ddp (got '" << parallel << "')";
   return *m;
 }
 
@@ -66,6 +67,15 @@ void Scenario::validate() const {
   FURNACE_CHECK(device >= 0) << "--device must be a non-negative ordinal (got " << device << ")";
   FURNACE_CHECK(parallel_mode() == ParallelMode::dp || (!device_ids && !output_device))
       << (device_ids ? "--device-ids" : "--output-device") << " needs --parallel dp";
+  if (parallel_mode() == ParallelMode::ddp) {
+    FURNACE_CHECK(nproc == -1 || nproc >= 1) << "--nproc must be at least 1 (got " << nproc << ")";
+    FURNACE_CHECK(std::isfinite(bucket_cap_mb) && bucket_cap_mb > 0)
+        << "--bucket-cap-mb must be a positive number of megabytes (got " << bucket_cap_mb << ")";
+    FURNACE_CHECK(bucket_cap_mb * 1024.0 * 1024.0 >= 1.0 && bucket_cap_mb <= 1.0e12)
+        << "--bucket-cap-mb " << bucket_cap_mb << " is not a usable bucket size (1 byte to 1e12 MB)";
+  } else {
+    FURNACE_CHECK(nproc == -1) << "--nproc needs --parallel ddp";
+  }
 }
 
 std::vector<int> parse_int_list(const std::string& text, const std::string& what,

@@ -14,6 +14,20 @@ LoaderOptions loader_options(const Scenario& sc) {
   return lo;
 }
 
+LoaderOptions rank_loader_options(const Scenario& sc, int rank, int world) {
+  LoaderOptions lo = loader_options(sc);
+  lo.batch_size = sc.batch / world;  // the DataLoader's batch_size is per process
+  lo.shuffle = false;                // the sampler shuffles
+  DistributedSamplerOptions so;
+  so.num_replicas = world;
+  so.rank = rank;
+  so.shuffle = true;
+  so.seed = sc.seed;
+  lo.sampler = so;
+  lo.sampler_set_epoch = sc.sampler_set_epoch;
+  return lo;
+}
+
 GradScalerOptions scaler_options(const Scenario& sc) {
   GradScalerOptions so;
   so.init_scale = sc.scaler.init_scale;

@@ -26,52 +26,16 @@
 #include "furnace/scenario_options.h"  // defines: loader_options, scaler_options, autocast_dtype
 #include "furnace/topology.h"
 #include "furnace/train.h"
+#include "furnace/ddp.h"           // defines: DistributedDataParallel
+#include "train/ddp_ranks.h"       // defines: DdpRanks, RankSetup
 #include "train/dp_training.h"     // defines: DpTraining
+#include "train/training_data.h"   // defines: TrainingData, load_training_data
 #include "train/training_state.h"  // defines: capture_model, load_model_and_optimizer
 
 namespace furnace {
 namespace {
 
 constexpr int kClasses = 10;
-
-ImageDataset load_split(const Scenario& sc, const std::string& dir, const char* prefix) {
-  FURNACE_CHECK(!sc.data_dir.empty() || std::filesystem::exists(dir))
-      << "Fashion-MNIST not found in " << dir
-      << ": install it with 'apt-get install dataset-fashion-mnist', or pass --data DIR "
-         "(a small slice ships in data/fashion-mnist)";
-  return load_mnist_split(dir, prefix);
-}
-
-// transforms.Normalize with the training set's own mean and standard deviation (for
-// Fashion-MNIST 0.2860 and 0.3530), applied to both splits.
-void normalize_splits(ImageDataset& train_set, ImageDataset& test_set) {
-  double sum = 0, sq = 0;
-  for (float v : train_set.images) {
-    sum += v;
-    sq += static_cast<double>(v) * v;
-  }
-  const double n = static_cast<double>(train_set.images.size());
-  const double mean = sum / n;
-  const double stdev = std::sqrt(std::max(sq / n - mean * mean, 1e-12));
-  for (ImageDataset* ds : {&train_set, &test_set})
-    for (float& v : ds->images) v = static_cast<float>((v - mean) / stdev);
-}
-
-// CRC32 of the training images and labels (the data's fingerprint in a checkpoint).
-uint32_t dataset_checksum(const ImageDataset& ds) {
-  uLong crc = ::crc32(0L, Z_NULL, 0);
-  auto add = [&crc](const void* data, size_t bytes) {
-    const auto* p = static_cast<const Bytef*>(data);
-    for (size_t done = 0; done < bytes;) {
-      const uInt n = static_cast<uInt>(std::min<size_t>(bytes - done, size_t{1} << 30));
-      crc = ::crc32(crc, p + done, n);
-      done += n;
-    }
-  };
-  add(ds.images.data(), ds.images.size() * sizeof(float));
-  add(ds.labels.data(), ds.labels.size() * sizeof(int32_t));
-  return static_cast<uint32_t>(crc);
-}
 
 // CRC32 of the epoch's sample order (int64 indices): the shuffle's outcome, compared on resume.
 uint32_t order_checksum(const DataLoader& loader) {
@@ -174,9 +138,7 @@ struct TrainingRun::State {
   const bool saving;
   std::unique_ptr<FileLock> lock;  // on ckpt.path: no second run writes it meanwhile
   Topology topology;
-  std::string dir;
-  ImageDataset train_set, test_set;
-  uint32_t dataset_crc = 0;
+  std::shared_ptr<const TrainingData> data;  // this run's, or the one every DDP rank shares
   std::unique_ptr<Runtime> rt;
   std::unique_ptr<MLP> model;
   std::unique_ptr<SGD> optimizer;
@@ -184,6 +146,9 @@ struct TrainingRun::State {
   std::unique_ptr<ImageDatasetView> train_view;
   std::unique_ptr<DataLoader> loader;
   std::unique_ptr<DpTraining> dp;  // --parallel dp: model = nn.DataParallel(model, ...)
+  const RankSetup* rank = nullptr;  // --parallel ddp: this run is one rank
+  std::unique_ptr<DistributedDataParallel> ddp;  // then: model = DDP(model, device_ids=[rank])
+  double busy_start = 0;  // the device's busy seconds when training started (ddp's report)
   std::unique_ptr<GradScaler> scaler;
   DType autocast = DType::f32;
   std::unique_ptr<PhaseTimer> phase;  // the single-device step's phases
@@ -210,8 +175,9 @@ struct TrainingRun::State {
     if (ckpt.on_note) ckpt.on_note(line);
   }
   void resume_from(const Checkpoint& c);
-  float single_micro_step(float dloss, double* accuracy);
+  float single_micro_step(float dloss, double* accuracy, bool sync);
   void close_epoch();
+  DdpReport ddp_report(int64_t steps) const;
 };
 
 // Checks that `c` belongs to this run (schedule, position, data, shuffle), then loads the model,
@@ -226,10 +192,10 @@ void TrainingRun::State::resume_from(const Checkpoint& c) {
   FURNACE_CHECK(c.step <= total)
       << "checkpoint " << path << " is at optimizer step " << c.step << ", past the end of this run ("
       << total << " steps)";
-  FURNACE_CHECK(c.loader.dataset_size == train_set.n && c.loader.dataset_crc == dataset_crc)
+  FURNACE_CHECK(c.loader.dataset_size == data->train.n && c.loader.dataset_crc == data->crc)
       << "checkpoint " << path << " was trained on other data (" << c.loader.dataset_size
-      << " images, CRC32 " << hex32(c.loader.dataset_crc) << "; " << dir << " has " << train_set.n
-      << ", CRC32 " << hex32(dataset_crc) << "): a resumed run must draw the same samples";
+      << " images, CRC32 " << hex32(c.loader.dataset_crc) << "; " << data->dir << " has " << data->train.n
+      << ", CRC32 " << hex32(data->crc) << "): a resumed run must draw the same samples";
   FURNACE_CHECK(c.loader.next_batch <= micro_per_epoch)
       << "checkpoint " << path << ": loader position " << c.loader.next_batch
       << " is past the end of an epoch of " << micro_per_epoch << " batches";
@@ -262,13 +228,16 @@ void TrainingRun::State::resume_from(const Checkpoint& c) {
   note("resumed from " + path + ": optimizer step " + std::to_string(c.step) + " of " +
        std::to_string(total) + " (epoch " + std::to_string(first_epoch + 1) + ", batch " +
        std::to_string(resume_batch) + " of " + std::to_string(micro_per_epoch) + "), saved by " +
-       (c.saved_by == "DataParallel" ? "a DataParallel run" : "a single-device run") +
+       (c.saved_by == "DataParallel"              ? "a DataParallel run"
+        : c.saved_by == "DistributedDataParallel" ? "rank 0 of a DistributedDataParallel run"
+                                                   : "a single-device run") +
        (scaler->is_enabled() ? ", GradScaler scale " + std::to_string(scaler->get_scale()) : std::string()));
   for (const std::string& line : notes) note(line);
 }
 
-// One micro-step on a single device; returns the (unscaled) loss.
-float TrainingRun::State::single_micro_step(float dloss, double* accuracy) {
+// One micro-step on a single device, or on this rank's under DDP (whose backward all-reduces
+// unless `sync` is false: model.no_sync()); returns the (unscaled) loss.
+float TrainingRun::State::single_micro_step(float dloss, double* accuracy, bool sync) {
   const int64_t step = r.steps;
   const Device dev = Device::cuda(sc.device);
   OpContext ctx{*rt, sc.device, 0};
@@ -280,7 +249,7 @@ float TrainingRun::State::single_micro_step(float dloss, double* accuracy) {
   phase->end("h2d", step);
   phase->begin();
   OpContext amp_ctx{*rt, sc.device, 0, autocast};
-  Tensor logits = model->forward(amp_ctx, x);
+  Tensor logits = ddp ? ddp->forward(amp_ctx, x) : model->forward(amp_ctx, x);
   phase->end("forward", step);
   phase->begin();
   const float loss = criterion.forward(ctx, logits, y);
@@ -289,7 +258,14 @@ float TrainingRun::State::single_micro_step(float dloss, double* accuracy) {
     *accuracy = static_cast<double>(ops::accuracy_count(ctx, logits, y)) / static_cast<double>(batch.size);
   phase->begin();
   Tensor dlogits = criterion.backward(ctx, dloss);
-  model->backward(ctx, dlogits);
+  if (!ddp) {
+    model->backward(ctx, dlogits);
+  } else if (sync) {
+    ddp->backward(ctx, dlogits);
+  } else {
+    DistributedDataParallel::NoSync no_sync(*ddp);
+    ddp->backward(ctx, dlogits);
+  }
   phase->end("backward", step);
   return loss;
 }
@@ -302,26 +278,38 @@ void TrainingRun::State::close_epoch() {
   ++epoch;
 }
 
-TrainingRun::TrainingRun(const Scenario& scenario, TraceBus& trace, const CheckpointOptions& ckpt)
+TrainingRun::TrainingRun(const Scenario& scenario, TraceBus& trace, const CheckpointOptions& ckpt) {
+  scenario.validate();
+  if (scenario.parallel_mode() == ParallelMode::ddp) {
+    ranks_ = std::make_unique<DdpRanks>(scenario, trace, ckpt);
+    return;
+  }
+  s_ = std::make_unique<State>(scenario, trace, ckpt);
+  start(nullptr);
+}
+
+TrainingRun::TrainingRun(const Scenario& scenario, TraceBus& trace, const CheckpointOptions& ckpt,
+                         const RankSetup& rank)
     : s_(std::make_unique<State>(scenario, trace, ckpt)) {
+  start(&rank);
+}
+
+void TrainingRun::start(const RankSetup* rank) {
   State& s = *s_;
   const Scenario& sc = s.sc;
+  const CheckpointOptions& ckpt = s.ckpt;
+  TraceBus& trace = s.trace;
+  s.rank = rank;
   sc.validate();
   const Checkpoint* resume = ckpt.resume;
   FURNACE_CHECK(ckpt.save_every >= 0) << "--save-every must be at least 1 (got " << ckpt.save_every << ")";
   if (s.saving) s.lock = std::make_unique<FileLock>(ckpt.path, "cannot save checkpoint " + printable(ckpt.path));
   s.topology = load_topology(sc.topology);
-  s.dir = sc.data_dir.empty() ? default_fashion_mnist_dir() : sc.data_dir;
-  s.train_set = load_split(sc, s.dir, "train");
-  if (sc.evaluate) s.test_set = load_split(sc, s.dir, "t10k");
-  // The data's fingerprint, as read from disk: a resumed run must see the same samples.
-  if (s.saving || resume) s.dataset_crc = dataset_checksum(s.train_set);
-  if (sc.normalize) normalize_splits(s.train_set, s.test_set);
-  FURNACE_CHECK(sc.batch <= s.train_set.n)
-      << "--batch " << sc.batch << " is larger than the training set (" << s.train_set.n
-      << " images in " << s.dir << ")";
+  s.data = rank ? rank->data : load_training_data(sc, s.saving || resume);
 
-  s.rt = std::make_unique<Runtime>(make_backend(sc.backend, s.topology, &trace, sc.env), trace);
+  s.rt = std::make_unique<Runtime>(rank ? rank->machine->attach(*rank->process, &trace)
+                                        : make_backend(sc.backend, s.topology, &trace, sc.env),
+                                   trace);
   Runtime& rt = *s.rt;
   rt.init();  // the first device use: CUDA_VISIBLE_DEVICES is read now ("No CUDA GPUs are available")
   trace.publish(process_record(rt, s.topology, sc.env));  // what the visualizer draws
@@ -340,20 +328,23 @@ TrainingRun::TrainingRun(const Scenario& scenario, TraceBus& trace, const Checkp
   ops::set_allow_tf32(rt, sc.allow_tf32);
   OpContext ctx{rt, sc.device, 0};
 
-  std::vector<int> sizes{s.train_set.rows * s.train_set.cols};
+  std::vector<int> sizes{s.data->train.rows * s.data->train.cols};
   sizes.insert(sizes.end(), sc.hidden.begin(), sc.hidden.end());
   sizes.push_back(kClasses);
   // The simulator keeps every device's tensors in host RAM: refuse what this machine cannot hold
   // now, rather than be killed by the kernel halfway.
-  if (rt.backend().host_accessible())
+  if (rt.backend().host_accessible() && !rank)  // (DdpRanks checks for all its ranks)
     check_host_memory(estimate_host_memory(sc, sizes, used_devices(rt, sc), host_memory_resident(),
                                            s.saving || resume),
                       host_memory_budget(run_threads(rt, sc)));
   s.model = std::make_unique<MLP>(rt, sc.device, sizes);
   s.model->init_parameters(ctx, sc.seed);
+  // DDP's constructor: rank 0's parameters to every rank, the first bucket.
+  if (rank) s.ddp = std::make_unique<DistributedDataParallel>(rt, *s.model, *rank->group, DdpOptions{sc.bucket_cap_mb});
   s.optimizer = std::make_unique<SGD>(s.model->parameters(), sc.lr, sc.momentum);
-  s.train_view = std::make_unique<ImageDatasetView>(s.train_set);
-  s.loader = std::make_unique<DataLoader>(*s.train_view, loader_options(sc));
+  s.train_view = std::make_unique<ImageDatasetView>(s.data->train);
+  s.loader = std::make_unique<DataLoader>(*s.train_view, rank ? rank_loader_options(sc, rank->rank, rank->world)
+                                                              : loader_options(sc));
   if (sc.parallel_mode() == ParallelMode::dp) s.dp = std::make_unique<DpTraining>(rt, *s.model, sc);
   s.autocast = autocast_dtype(sc);
   s.scaler = std::make_unique<GradScaler>(scaler_options(sc));
@@ -383,19 +374,22 @@ TrainingRun::TrainingRun(const Scenario& scenario, TraceBus& trace, const Checkp
   s.epoch = s.first_epoch;
   s.phase = std::make_unique<PhaseTimer>(rt, std::vector<int>{sc.device});
   s.clock_start = rt.backend().device_time(sc.device);
+  s.busy_start = rt.backend().device_busy_time(sc.device);
   s.t0 = std::chrono::steady_clock::now();
 }
 
 TrainingRun::~TrainingRun() = default;
 
 bool TrainingRun::done() const {
+  if (ranks_) return ranks_->done();
   const State& s = *s_;
   return s.r.stopped || s.r.steps >= s.total || s.epoch >= s.sc.epochs;
 }
 
-int64_t TrainingRun::total_steps() const { return s_->total; }
+int64_t TrainingRun::total_steps() const { return ranks_ ? ranks_->total_steps() : s_->total; }
 
 std::optional<Progress> TrainingRun::step() {
+  if (ranks_) return ranks_->step();
   State& s = *s_;
   const Scenario& sc = s.sc;
   TrainResult& r = s.r;
@@ -431,7 +425,9 @@ std::optional<Progress> TrainingRun::step() {
         acc = out.accuracy;
         l = out.loss;
       } else {
-        l = s.single_micro_step(dloss, &acc);
+        // Under DDP, no_sync() for every micro-batch but the group's last (accumulation).
+        const bool last = micro + 1 == sc.accum || s.loader->position() == s.micro_per_epoch;
+        l = s.single_micro_step(dloss, &acc, last);
       }
       loss += l;
       accuracy = acc;
@@ -526,6 +522,7 @@ std::optional<Progress> TrainingRun::step() {
 }
 
 void TrainingRun::save() {
+  if (ranks_) return ranks_->save();
   State& s = *s_;
   TrainResult& r = s.r;
   const auto t_save = std::chrono::steady_clock::now();
@@ -535,13 +532,13 @@ void TrainingRun::save() {
   c.step = r.steps;
   c.total_steps = s.total;
   c.save_every = s.ckpt.save_every;
-  c.saved_by = s.dp ? "DataParallel" : "Sequential";
-  c.model = capture_model(*s.rt, *s.model, s.dp != nullptr);
+  c.saved_by = s.dp ? "DataParallel" : s.ddp ? "DistributedDataParallel" : "Sequential";
+  c.model = capture_model(*s.rt, *s.model, s.dp != nullptr || s.ddp != nullptr);
   c.momentum = capture_momentum(*s.rt, *s.optimizer);
   c.optimizer_steps = s.optimizer->step_count();
   c.scaler = s.scaler->state_dict();
   // The epoch the loop is in (after the last one: one past it, with the loader at its end).
-  c.loader = {s.epoch, s.loader->position(), s.sc.seed, s.train_set.n, s.dataset_crc, order_checksum(*s.loader)};
+  c.loader = {s.epoch, s.loader->position(), s.sc.seed, s.data->train.n, s.data->crc, order_checksum(*s.loader)};
   c.tallies = {r.train_samples, r.skipped_steps, s.in_epoch, s.loss_sum, r.final_loss, r.epoch_mean_loss};
   r.checkpoint_bytes = save_checkpoint(c, s.ckpt.path);
   ++r.checkpoints_saved;
@@ -549,7 +546,38 @@ void TrainingRun::save() {
   r.checkpoint_save_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_save).count();
 }
 
+// This rank's part of the DDP report (DdpRanks puts the ranks together).
+DdpReport TrainingRun::State::ddp_report(int64_t steps) const {
+  DdpReport d;
+  d.world = rank->world;
+  d.rank_batch = sc.batch / rank->world;
+  d.bucket_cap_mb = sc.bucket_cap_mb;
+  for (size_t b : ddp->bucket_bytes()) d.bucket_bytes.push_back(b);
+  const DdpCommStats& st = ddp->stats();
+  const double n = static_cast<double>(std::max<int64_t>(steps, 1));
+  d.allreduce_bytes_per_step = static_cast<uint64_t>(static_cast<double>(st.bytes) / n);
+  d.sent_bytes_per_step = static_cast<uint64_t>(static_cast<double>(d.allreduce_bytes_per_step) * 2.0 *
+                                                (d.world - 1) / d.world);
+  d.step_s = r.modelled_step_s;
+  DdpRankReport me;
+  me.rank = rank->rank;
+  me.device = sc.device;
+  me.physical = rt->backend().physical_index(sc.device);
+  me.busy_s = (rt->backend().device_busy_time(sc.device) - busy_start) / n;
+  me.comm_s = st.comm_s / n;
+  me.exposed_s = st.exposed_s / n;
+  for (const DeviceMemoryReport& m : r.memory)
+    if (m.device == sc.device) me.memory = m;
+  d.ranks.push_back(me);
+  d.notes.push_back("each rank's DataLoader: batch_size=" + std::to_string(d.rank_batch) + " (global batch " +
+                    std::to_string(sc.batch) + " / " + std::to_string(d.world) + " ranks), through a "
+                    "DistributedSampler: rank r takes every " + std::to_string(d.world) + "th sample from r" +
+                    (sc.sampler_set_epoch ? "" : "; set_epoch() is never called: every epoch repeats epoch 0's order"));
+  return d;
+}
+
 TrainResult TrainingRun::finish() {
+  if (ranks_) return ranks_->finish();
   State& s = *s_;
   const Scenario& sc = s.sc;
   TrainResult& r = s.r;
@@ -573,7 +601,7 @@ TrainResult TrainingRun::finish() {
   // Evaluation runs the bare model (dp.module) where it lives (DataParallel on one device may
   // have moved it to device_ids[0]). A run stopped at --stop-at-step is not finished: no test.
   OpContext eval_ctx{rt, s.model->device(), 0, s.autocast};
-  if (sc.evaluate && !r.stopped) r.test_accuracy = evaluate_accuracy(eval_ctx, *s.model, s.test_set, 1000);
+  if (sc.evaluate && !r.stopped) r.test_accuracy = evaluate_accuracy(eval_ctx, *s.model, s.data->test, 1000);
 
   for (int d = 0; d < rt.device_count(); ++d) {
     const GpuSpec& g = rt.backend().device_spec(d);
@@ -590,6 +618,7 @@ TrainResult TrainingRun::finish() {
     m.peak_reserved_bytes = rt.max_memory_reserved(d);
     r.memory.push_back(m);
   }
+  if (s.ddp) r.ddp = s.ddp_report(steps_here);
   return r;
 }
 

@@ -8,9 +8,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "furnace/data.h"
+#include "furnace/distributed_sampler.h"  // defines: DistributedSamplerOptions
 
 namespace furnace {
 
@@ -44,6 +46,13 @@ struct LoaderOptions {
   int prefetch_factor = -1;  // -1 means None: 2 when num_workers > 0
   bool pin_memory = false;   // batches come in page-locked buffers: faster, asynchronous copies
   uint64_t seed = 0;
+  // DataLoader(dataset, sampler=DistributedSampler(dataset, num_replicas, rank, shuffle, seed)):
+  // the epoch's batches are this rank's share (furnace/distributed_sampler.h) instead of the
+  // loader's own order, and `shuffle` above is unused (PyTorch forbids both). With
+  // `sampler_set_epoch` false the loop never calls sampler.set_epoch(epoch): every epoch draws
+  // epoch 0's order, the trap the DistributedSampler docs warn about.
+  std::optional<DistributedSamplerOptions> sampler;
+  bool sampler_set_epoch = true;
 };
 
 struct Batch {

@@ -10,6 +10,9 @@ namespace furnace {
 
 // The training loader: batch, shuffle on, workers, prefetch_factor, pin_memory, seed.
 LoaderOptions loader_options(const Scenario& sc);
+// Rank `rank` of `world` under --parallel ddp: batch / world rows per batch, drawn through a
+// DistributedSampler(num_replicas=world, rank, shuffle=True, seed) instead of the loader's shuffle.
+LoaderOptions rank_loader_options(const Scenario& sc, int rank, int world);
 // The GradScaler's constructor arguments; enabled for fp16 autocast only (bf16 has fp32's range,
 // so torch.cuda.amp.GradScaler is not used with it).
 GradScalerOptions scaler_options(const Scenario& sc);

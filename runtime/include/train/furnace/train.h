@@ -27,7 +27,7 @@ struct GradScalerSettings {
 // The modes a Scenario's text fields name, for the code that acts on them. The text is what users,
 // lesson files and checkpoints write; it is parsed once, where it comes in (validate() names a bad
 // one), and the rest of the code asks the enum.
-enum class ParallelMode { none, dp };   // "none", "dp"
+enum class ParallelMode { none, dp, ddp };   // "none", "dp", "ddp"
 enum class AmpMode { off, fp16, bf16 };  // "off", "fp16", "bf16"
 enum class LrSchedule { constant, cosine };  // "constant", "cosine"
 std::optional<ParallelMode> parse_parallel_mode(const std::string& text);
@@ -62,6 +62,14 @@ struct Scenario {
   std::string parallel = "none";
   std::optional<std::vector<int>> device_ids;  // relative to the visible devices; unset: all
   std::optional<int> output_device;            // unset: device_ids[0]
+  // "ddp": torch.nn.parallel.DistributedDataParallel, as torchrun --nproc-per-node N starts it: N
+  // processes of one simulated machine (each its own Runtime, CUDA context and caching allocator,
+  // on its own thread), rank r on cuda:r of the visible GPUs (LOCAL_RANK), its own
+  // DistributedSampler share of the data. `batch` stays the global batch (as for "dp"): each
+  // rank's DataLoader takes batch / N rows. Rank 0 logs, evaluates and writes checkpoints.
+  int nproc = -1;               // ranks; -1: one per visible GPU
+  double bucket_cap_mb = 25.0;  // DDP's bucket_cap_mb
+  bool sampler_set_epoch = true;  // false: the loop forgets sampler.set_epoch(epoch)
   // Mixed precision: "off", "fp16" (autocast to float16 with a GradScaler) or "bf16" (autocast to
   // bfloat16, no scaler needed: bf16 has fp32's range).
   std::string amp = "off";
@@ -115,6 +123,33 @@ struct DpReport {
   std::vector<std::string> warnings;    // the UserWarnings DataParallel raised
 };
 
+// One rank of a DDP run (`--parallel ddp`): its GPU, its modelled time per optimizer step, and its
+// memory there.
+struct DdpRankReport {
+  int rank = 0;
+  int device = 0;    // cuda:N in the rank's process (LOCAL_RANK)
+  int physical = 0;  // nvidia-smi's GPU number
+  double busy_s = 0;       // kernels, copies and all-reduces per step (each rank's own GPU)
+  double comm_s = 0;       // of which all-reduces (on the communication stream)
+  double exposed_s = 0;    // all-reduce time the compute stream waited for at the end of backward
+  double idle_s = 0;       // step_s - (busy_s - hidden all-reduce time): the GPU doing nothing
+  DeviceMemoryReport memory;
+};
+
+// What DistributedDataParallel did in a run.
+struct DdpReport {
+  int world = 1;
+  int64_t rank_batch = 0;            // each rank's DataLoader batch_size (batch / world)
+  double bucket_cap_mb = 25;
+  std::vector<uint64_t> bucket_bytes;  // the rebuilt buckets (all-reduce order)
+  uint64_t allreduce_bytes_per_step = 0;  // the gradients every rank all-reduces per optimizer step
+  uint64_t sent_bytes_per_step = 0;       // what each rank sends for it: 2(n-1)/n of that (ring)
+  double step_s = 0;                 // modelled seconds per optimizer step (the slowest rank)
+  double hidden_share = 0;           // of the all-reduce time, the share hidden behind backward
+  std::vector<DdpRankReport> ranks;
+  std::vector<std::string> notes;    // how the data and the batch are split, in words
+};
+
 struct TrainResult {
   std::string backend, topology;
   int epochs = 0;
@@ -130,6 +165,7 @@ struct TrainResult {
   int64_t parameters = 0;
   std::vector<DeviceMemoryReport> memory;
   std::optional<DpReport> dp;  // set by --parallel dp
+  std::optional<DdpReport> ddp;  // set by --parallel ddp
   std::string amp = "off";
   int accum = 1;
   int64_t skipped_steps = 0;           // fp16: optimizer steps skipped (inf/NaN gradients)
@@ -178,6 +214,8 @@ std::vector<int> parse_int_list(const std::string& text, const std::string& what
                                 const char* noun_and_example, bool allow_empty = false);
 
 struct Checkpoint;  // furnace/checkpoint.h
+struct RankSetup;   // train/ddp_ranks.h: one rank of a --parallel ddp run
+class DdpRanks;     // train/ddp_ranks.h: the ranks a --parallel ddp run starts
 
 // Saving and resuming the whole training state (`furnace train --checkpoint / --save-every /
 // --resume / --stop-at-step`). Saves are atomic: a kill at any moment leaves the last good one.
@@ -212,7 +250,13 @@ class TrainingRun {
   // furnace::Error, one line, for a scenario that cannot run; on the sim backend also for one that
   // needs more host memory than the process can have (furnace/host_memory.h). With a checkpoint
   // path it holds that file's lock (furnace/atomic_file.h) until it is destroyed.
+  // With --parallel ddp the run starts its ranks (processes of one simulated machine, each a
+  // TrainingRun of its own on its own thread) and steps them together; rank 0's progress is the
+  // run's, with the samples of every rank.
   TrainingRun(const Scenario& scenario, TraceBus& trace, const CheckpointOptions& checkpoints = {});
+  // One rank of a --parallel ddp run, as DdpRanks starts it.
+  TrainingRun(const Scenario& scenario, TraceBus& trace, const CheckpointOptions& checkpoints,
+              const RankSetup& rank);
   ~TrainingRun();
   TrainingRun(const TrainingRun&) = delete;
   TrainingRun& operator=(const TrainingRun&) = delete;
@@ -231,7 +275,9 @@ class TrainingRun {
 
  private:
   struct State;
+  void start(const RankSetup* rank);
   std::unique_ptr<State> s_;
+  std::unique_ptr<DdpRanks> ranks_;  // --parallel ddp: the ranks this run started
 };
 
 // Runs `scenario` to its end: a TrainingRun, `on_progress` after every step. `on_progress` may

@@ -1,0 +1,230 @@
+// train/ddp_ranks: see ddp_ranks.h.
+#include "train/ddp_ranks.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <exception>
+
+#include "furnace/error.h"
+#include "furnace/host_memory.h"  // defines: estimate_host_memory, check_host_memory
+#include "furnace/process.h"      // defines: resolve_visibility
+#include "furnace/topology.h"
+
+namespace furnace {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// torchrun's variables for worker `rank` of `world` on one node (semantics.md section 8).
+Environment rank_environment(const Environment& base, int rank, int world) {
+  Environment env = base;
+  env["RANK"] = std::to_string(rank);
+  env["LOCAL_RANK"] = std::to_string(rank);
+  env["WORLD_SIZE"] = std::to_string(world);
+  env["LOCAL_WORLD_SIZE"] = std::to_string(world);
+  env["GROUP_RANK"] = "0";
+  env["MASTER_ADDR"] = "127.0.0.1";
+  env["MASTER_PORT"] = "29500";
+  return env;
+}
+
+}  // namespace
+
+int ddp_world_size(const Scenario& sc, const Topology& topology) {
+  // --backend auto means the simulator here, unless the user asked for cuda by name.
+  const char* chosen = std::getenv("FURNACE_BACKEND");
+  const bool cuda_asked = sc.backend == "cuda" || (sc.backend == "auto" && chosen && std::string(chosen) == "cuda");
+  FURNACE_CHECK(!cuda_asked && (sc.backend == "sim" || sc.backend == "auto"))
+      << "--parallel ddp runs its ranks on the simulator (--backend sim); on real GPUs each rank is "
+         "a process of its own (one process per GPU), which this command does not start";
+  FURNACE_CHECK(sc.device == 0) << "--device does not apply to --parallel ddp: rank r trains on cuda:r "
+                                   "(its LOCAL_RANK), as torch.cuda.set_device(local_rank) does";
+  const Visibility v = resolve_visibility(topology.gpus, sc.env);
+  const int visible = v.count();
+  FURNACE_CHECK(visible > 0) << "--parallel ddp: the processes see no GPU of '" << topology.name << "' ("
+                             << describe_cuda_environment(sc.env) << "): no rank can start";
+  const int world = sc.nproc == -1 ? visible : sc.nproc;
+  FURNACE_CHECK(world <= visible)
+      << "--parallel ddp --nproc " << world << ": rank " << world - 1 << " would call torch.cuda.set_device("
+      << world - 1 << ") (its LOCAL_RANK), but the processes see " << visible << " GPU" << (visible == 1 ? "" : "s")
+      << " of '" << topology.name << "' (" << v.mapping_text() << "): CUDA error: invalid device ordinal; "
+      << "use --nproc " << visible << " or fewer";
+  FURNACE_CHECK(sc.batch >= world)
+      << "--batch " << sc.batch << " is smaller than the " << world << " ranks: each rank's DataLoader "
+      << "takes batch / world = " << sc.batch / world << " rows (the global batch must give every rank at least one)";
+  FURNACE_CHECK(sc.batch % world == 0)
+      << "--batch " << sc.batch << " does not split evenly over " << world << " ranks: each rank's "
+      << "DataLoader takes batch / world rows; use a multiple of " << world << " (e.g. "
+      << sc.batch / world * world << " or " << (sc.batch / world + 1) * world << ")";
+  return world;
+}
+
+DdpRanks::DdpRanks(const Scenario& sc, TraceBus& trace, const CheckpointOptions& checkpoints)
+    : sc_(sc), trace_(trace), stop_requested_(checkpoints.stop_requested) {
+  const Topology topology = load_topology(sc.topology);
+  world_ = ddp_world_size(sc, topology);
+  FURNACE_CHECK(checkpoints.resume == nullptr)
+      << "--resume with --parallel ddp is not supported yet: resume the checkpoint without --parallel ddp "
+         "(its keys carry DDP's 'module.' prefix, which loading strips with a note)";
+  std::shared_ptr<const TrainingData> data = load_training_data(sc, !checkpoints.path.empty());
+
+  // Host memory: every rank's simulated GPU holds its model, gradients, buckets (as large as the
+  // gradients, as DataParallel's replicas are as large as the parameters) and its share of the
+  // batch's activations: DataParallel's estimate over the same GPUs and global batch.
+  {
+    Scenario as_dp = sc;
+    as_dp.parallel = "dp";
+    as_dp.nproc = -1;
+    std::vector<int> sizes{data->train.rows * data->train.cols};
+    sizes.insert(sizes.end(), sc.hidden.begin(), sc.hidden.end());
+    sizes.push_back(10);
+    std::vector<std::pair<int, uint64_t>> devices;
+    for (int r = 0; r < world_; ++r) {
+      const GpuSpec& g = topology.gpus[static_cast<size_t>(resolve_visibility(topology.gpus, sc.env).devices[static_cast<size_t>(r)].physical_index)];
+      devices.emplace_back(r, g.memory_bytes - std::min(g.memory_bytes, g.context_bytes));
+    }
+    check_host_memory(estimate_host_memory(as_dp, sizes, devices, host_memory_resident(), !checkpoints.path.empty()),
+                      host_memory_budget(world_ + sc.workers * world_));
+  }
+
+  machine_ = std::make_unique<SimMachine>(topology);
+  ThreadGroupOptions options;
+  options.topology = &machine_->topology();
+  group_ = make_thread_group(world_, options);
+  if (world_ > 1) one_blas_thread_ = std::make_unique<CpuGemmThreadsScope>(1);
+
+  setups_.resize(static_cast<size_t>(world_));
+  for (int r = 0; r < world_; ++r) {
+    RankSetup& s = setups_[static_cast<size_t>(r)];
+    s.rank = r;
+    s.world = world_;
+    s.machine = machine_.get();
+    s.process = &machine_->spawn("rank " + std::to_string(r), rank_environment(sc.env, r, world_));
+    s.group = group_[static_cast<size_t>(r)].get();
+    s.data = data;
+    // Each rank reports to its own bus (its own clock); the events go on to the run's.
+    auto bus = std::make_unique<TraceBus>();
+    if (trace.active()) bus->subscribe([&trace](const TraceEvent& e) { trace.emit(e); });
+    if (r == 0) bus->subscribe_process([&trace](const ProcessRecord& p) { trace.publish(p); });
+    buses_.push_back(std::move(bus));
+  }
+  runs_.resize(static_cast<size_t>(world_));
+  on_every_rank([&](int r) {
+    Scenario mine = sc;
+    mine.device = r;  // torch.cuda.set_device(LOCAL_RANK)
+    mine.evaluate = sc.evaluate && r == 0;
+    CheckpointOptions ck;
+    if (r == 0) {
+      ck.path = checkpoints.path;
+      ck.save_every = checkpoints.save_every;
+      ck.on_note = checkpoints.on_note;
+    }
+    ck.stop_at_step = checkpoints.stop_at_step;
+    ck.stop_requested = [this] { return stop_signal_; };
+    runs_[static_cast<size_t>(r)] = std::make_unique<TrainingRun>(mine, *buses_[static_cast<size_t>(r)], ck,
+                                                                   setups_[static_cast<size_t>(r)]);
+  });
+  t0_ = now_s();
+}
+
+DdpRanks::~DdpRanks() {
+  runs_.clear();  // before the group, the buses and the machine they use
+}
+
+void DdpRanks::on_every_rank(const std::function<void(int rank)>& fn) {
+  FURNACE_CHECK(broken_.empty()) << broken_;
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(world_));
+  std::vector<std::string> messages(static_cast<size_t>(world_));
+  const std::function<void(size_t)> job = [&](size_t r) {
+    try {
+      fn(static_cast<int>(r));
+    } catch (const std::exception& e) {
+      errors[r] = std::current_exception();
+      messages[r] = e.what();
+      group_[r]->abort("rank " + std::to_string(r) + " failed");
+    } catch (...) {
+      errors[r] = std::current_exception();
+      messages[r] = "unknown error";
+      group_[r]->abort("rank " + std::to_string(r) + " failed");
+    }
+  };
+  if (!pool_.try_run(static_cast<size_t>(world_), job)) FURNACE_FAIL() << "DDP: the ranks' threads are busy";
+  // The error that started it: a rank's own, not one that only saw the group aborted.
+  int first = -1;
+  for (int r = 0; r < world_; ++r) {
+    if (!errors[static_cast<size_t>(r)]) continue;
+    const bool secondary = messages[static_cast<size_t>(r)].find("aborted the group") != std::string::npos;
+    if (first < 0 || (!secondary && messages[static_cast<size_t>(first)].find("aborted the group") != std::string::npos))
+      first = r;
+  }
+  if (first < 0) return;
+  try {
+    std::rethrow_exception(errors[static_cast<size_t>(first)]);
+  } catch (const Error& e) {
+    broken_ = "rank " + std::to_string(first) + ": " + e.message();
+  } catch (const std::exception& e) {
+    broken_ = "rank " + std::to_string(first) + ": " + e.what();
+  }
+  FURNACE_FAIL() << broken_;
+}
+
+std::optional<Progress> DdpRanks::step() {
+  if (done()) return std::nullopt;
+  if (stop_requested_ && stop_signal_ == 0) stop_signal_ = stop_requested_();
+  std::vector<std::optional<Progress>> got(static_cast<size_t>(world_));
+  on_every_rank([&](int r) { got[static_cast<size_t>(r)] = runs_[static_cast<size_t>(r)]->step(); });
+  std::optional<Progress> p = got[0];
+  if (p) {
+    const double t = now_s() - t0_;
+    p->samples_per_s *= world_;  // rank 0's rate: every rank draws as many samples
+    if (t <= 0) p->samples_per_s = 0;
+  }
+  return p;
+}
+
+bool DdpRanks::done() const { return !broken_.empty() || runs_.empty() || runs_[0]->done(); }
+
+int64_t DdpRanks::total_steps() const { return runs_.empty() ? 0 : runs_[0]->total_steps(); }
+
+void DdpRanks::save() {
+  on_every_rank([&](int r) {
+    if (r == 0) runs_[0]->save();
+  });
+}
+
+TrainResult DdpRanks::finish() {
+  std::vector<TrainResult> results(static_cast<size_t>(world_));
+  on_every_rank([&](int r) { results[static_cast<size_t>(r)] = runs_[static_cast<size_t>(r)]->finish(); });
+  TrainResult out = results[0];
+  out.train_samples = 0;
+  out.modelled_s = 0;
+  out.modelled_step_s = 0;
+  for (const TrainResult& r : results) {
+    out.train_samples += r.train_samples;
+    out.modelled_s = std::max(out.modelled_s, r.modelled_s);
+    out.modelled_step_s = std::max(out.modelled_step_s, r.modelled_step_s);
+  }
+  out.wall_s = now_s() - t0_;
+  out.samples_per_s = out.wall_s > 0 ? static_cast<double>(out.train_samples) / out.wall_s : 0;
+  // Each GPU as its rank used it (a rank's process touches only its own GPU).
+  for (size_t d = 0; d < out.memory.size() && d < results.size(); ++d) out.memory[d] = results[d].memory[d];
+  DdpReport report = *results[0].ddp;
+  report.ranks.clear();
+  report.step_s = out.modelled_step_s;
+  double comm = 0, exposed = 0;
+  for (const TrainResult& r : results) {
+    DdpRankReport rank = r.ddp->ranks.at(0);
+    rank.idle_s = std::max(0.0, report.step_s - (rank.busy_s - (rank.comm_s - rank.exposed_s)));
+    comm += rank.comm_s;
+    exposed += rank.exposed_s;
+    report.ranks.push_back(rank);
+  }
+  report.hidden_share = comm > 0 ? std::clamp(1.0 - exposed / comm, 0.0, 1.0) : 0.0;
+  out.ddp = report;
+  return out;
+}
+
+}  // namespace furnace

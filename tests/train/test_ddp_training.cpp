@@ -1,0 +1,148 @@
+// `--parallel ddp` as a TrainingRun: ranks as processes of one simulated machine, stepped together;
+// every GPU holds the same memory (no GPU 0 bottleneck); PyTorch's two rebuilt buckets for the
+// reference MLP; no_sync keeps accumulation to one all-reduce per optimizer step; the ranks' GPUs
+// follow CUDA_VISIBLE_DEVICES; rank 0 alone writes the checkpoint, with DDP's "module." keys; bad
+// input is one line each. This executable carries the ctest label "threads" (tsan runs it).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include "furnace/checkpoint.h"
+#include "furnace/error.h"
+#include "furnace/train.h"
+
+namespace furnace {
+namespace {
+
+Scenario ddp_scenario(const std::string& topology) {
+  Scenario sc;
+  sc.data_dir = std::string(FURNACE_TEST_DATA_DIR) + "/fashion-mnist";
+  sc.topology = topology;
+  sc.parallel = "ddp";
+  sc.epochs = 1;
+  sc.max_steps = 4;
+  sc.evaluate = false;
+  return sc;
+}
+
+TEST(DdpTraining, FourRanksTrainTogetherAndEveryGpuHoldsTheSame) {
+  Scenario sc = ddp_scenario("workstation-4x3090");
+  sc.evaluate = true;
+  TraceBus bus;
+  const TrainResult r = train(sc, bus);
+  ASSERT_TRUE(r.ddp);
+  EXPECT_EQ(r.ddp->world, 4);
+  EXPECT_EQ(r.ddp->rank_batch, 64);
+  EXPECT_EQ(r.steps, 4);
+  EXPECT_EQ(r.train_samples, 4 * 256);  // every rank's samples
+  EXPECT_TRUE(std::isfinite(r.final_loss));
+  EXPECT_GT(r.test_accuracy, 0.0);  // rank 0 evaluates
+  // PyTorch 1.13's rebuilt buckets for 784-512-512-10 (semantics.md section 7).
+  EXPECT_EQ(r.ddp->bucket_bytes, (std::vector<uint64_t>{1071144, 1607680}));
+  ASSERT_EQ(r.ddp->ranks.size(), 4u);
+  ASSERT_EQ(r.memory.size(), 4u);
+  for (int k = 0; k < 4; ++k) {
+    const DdpRankReport& rank = r.ddp->ranks[static_cast<size_t>(k)];
+    EXPECT_EQ(rank.rank, k);
+    EXPECT_EQ(rank.device, k);
+    EXPECT_EQ(rank.physical, k);
+    // Parameters, gradients, buckets and momentum on each: the same bytes on every GPU. Only rank
+    // 0 evaluates, so only its peak holds the test batches' activations too.
+    EXPECT_EQ(r.memory[static_cast<size_t>(k)].allocated_bytes, r.memory[0].allocated_bytes) << "cuda:" << k;
+    EXPECT_LE(r.memory[static_cast<size_t>(k)].peak_allocated_bytes, r.memory[0].peak_allocated_bytes) << "cuda:" << k;
+    EXPECT_GT(rank.comm_s, 0.0);
+    EXPECT_LE(rank.exposed_s, rank.comm_s + 1e-12);
+  }
+  EXPECT_GT(r.memory[0].peak_allocated_bytes, 3u * 2678824u);  // params + grads + buckets (+ momentum)
+}
+
+TEST(DdpTraining, AccumulationUnderNoSyncAllReducesOncePerOptimizerStep) {
+  Scenario sc = ddp_scenario("dgx-h100");
+  sc.nproc = 2;
+  sc.accum = 4;
+  TraceBus bus;
+  const TrainResult r = train(sc, bus);
+  ASSERT_TRUE(r.ddp);
+  EXPECT_EQ(r.ddp->world, 2);
+  // The slice's 2000 images, 1000 per rank: 7 micro-batches of 128 and one of 104 each, which
+  // make two optimizer steps of four micro-batches.
+  EXPECT_EQ(r.steps, 2);
+  EXPECT_EQ(r.train_samples, 2000);
+  EXPECT_EQ(r.ddp->allreduce_bytes_per_step, 2678824u);  // the gradients once, not four times
+  EXPECT_EQ(r.ddp->sent_bytes_per_step, 2678824u);       // 2(n-1)/n = 1 for two ranks
+}
+
+TEST(DdpTraining, TheRanksGpusAreTheVisibleOnes) {
+  Scenario sc = ddp_scenario("workstation-4x3090");
+  sc.env["CUDA_VISIBLE_DEVICES"] = "3,1";
+  TraceBus bus;
+  const TrainResult r = train(sc, bus);
+  ASSERT_TRUE(r.ddp);
+  ASSERT_EQ(r.ddp->world, 2);
+  EXPECT_EQ(r.ddp->ranks[0].physical, 3);
+  EXPECT_EQ(r.ddp->ranks[1].physical, 1);
+}
+
+TEST(DdpTraining, RankZeroAloneWritesTheCheckpointWithModulePrefixedKeys) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("furnace-ddp-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  Scenario sc = ddp_scenario("dgx-h100");
+  sc.nproc = 3;
+  sc.batch = 255;
+  CheckpointOptions ck;
+  ck.path = (dir / "ddp.ckpt").string();
+  TraceBus bus;
+  const TrainResult r = train(sc, bus, {}, ck);
+  EXPECT_EQ(r.checkpoints_saved, 1);
+  const Checkpoint c = read_checkpoint(ck.path);
+  EXPECT_EQ(c.saved_by, "DistributedDataParallel");
+  ASSERT_FALSE(c.model.empty());
+  for (const StateTensor& t : c.model) EXPECT_EQ(t.name.rfind("module.", 0), 0u) << t.name;
+  std::filesystem::remove_all(dir);
+}
+
+std::string error_of(const Scenario& sc) {
+  TraceBus bus;
+  try {
+    train(sc, bus);
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "";
+}
+
+TEST(DdpTraining, BadInputIsOneLineEach) {
+  Scenario sc = ddp_scenario("workstation-4x3090");
+  sc.nproc = 5;
+  EXPECT_NE(error_of(sc).find("--nproc 5: rank 4 would call torch.cuda.set_device(4) (its LOCAL_RANK), but the "
+                              "processes see 4 GPUs"),
+            std::string::npos)
+      << error_of(sc);
+  sc.nproc = -1;
+  sc.bucket_cap_mb = 0;
+  EXPECT_NE(error_of(sc).find("--bucket-cap-mb must be a positive number of megabytes (got 0)"), std::string::npos);
+  sc.bucket_cap_mb = -3;
+  EXPECT_NE(error_of(sc).find("--bucket-cap-mb must be a positive"), std::string::npos);
+  sc.bucket_cap_mb = 25;
+  sc.batch = 3;
+  EXPECT_NE(error_of(sc).find("--batch 3 is smaller than the 4 ranks"), std::string::npos) << error_of(sc);
+  sc.batch = 255;
+  EXPECT_NE(error_of(sc).find("--batch 255 does not split evenly over 4 ranks"), std::string::npos) << error_of(sc);
+  sc.batch = 256;
+  sc.env["CUDA_VISIBLE_DEVICES"] = "-1";
+  EXPECT_NE(error_of(sc).find("the processes see no GPU"), std::string::npos) << error_of(sc);
+  sc.env.clear();
+  sc.device = 2;
+  EXPECT_NE(error_of(sc).find("--device does not apply to --parallel ddp"), std::string::npos) << error_of(sc);
+  sc.device = 0;
+  sc.parallel = "none";
+  sc.nproc = 2;
+  EXPECT_NE(error_of(sc).find("--nproc needs --parallel ddp"), std::string::npos) << error_of(sc);
+}
+
+}  // namespace
+}  // namespace furnace
