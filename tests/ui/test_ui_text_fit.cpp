@@ -5,10 +5,16 @@
 // alone, and lesson steps (before and after Run and check) in English and Chinese.
 #include <gtest/gtest.h>
 #include <imgui.h>
+#include <imgui_internal.h>  // defines: ImTextCharFromUtf8
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <sstream>
+#include <string>
 
 #include "fake_run.h"
+#include "lang.h"
 #include "panels.h"
 #include "text_fit.h"
 #include "theme.h"
@@ -99,6 +105,27 @@ TEST_P(TextFit, LessonSteps) {
     lessons.poll();
     b.snapshot().lesson = lessons.view();
     EXPECT_EQ(overflows(b.snapshot()), "") << id << " step " << step + 1 << " after running";
+  }
+}
+
+// Every Chinese character of the panels' own labels is in the font atlas (ui_glyphs): ImGui's
+// common Chinese range lacks some, which then draw as nothing ("ms/帧" showed as "ms/").
+TEST(UiGlyphs, CoverEveryChineseCharacterOfTheLabels) {
+  std::u32string have;
+  for (const char* p = ui_glyphs(); *p;) {
+    unsigned int c = 0;
+    p += ImTextCharFromUtf8(&c, p, nullptr);
+    have += static_cast<char32_t>(c);
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(FURNACE_UI_SOURCE_DIR)) {
+    std::ifstream in(entry.path());
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (const char* p = text.c_str(); *p;) {
+      unsigned int c = 0;
+      p += ImTextCharFromUtf8(&c, p, nullptr);
+      if (c >= 0x2E80 && have.find(static_cast<char32_t>(c)) == std::u32string::npos)
+        ADD_FAILURE() << entry.path().filename() << " uses U+" << std::hex << c << ", missing from ui_glyphs (lang.cpp)";
+    }
   }
 }
 

@@ -143,7 +143,9 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float line = ImGui::GetTextLineHeight();
   const float width = std::max(avail.x, 200.0f);
-  const float height = std::max(avail.y, 8 * line);
+  // Links, the GPU boxes, room for the arrows, the cuda:N boxes and two lines of notes: a short
+  // panel scrolls rather than draw the cuda:N boxes over the GPUs.
+  const float height = std::max(avail.y, 11.0f * line + 14);
   ImGui::InvisibleButton("##diagram", ImVec2(width, height));
   if (n == 0) {
     dl->AddText(origin, colors::kTextDim, "no topology loaded");
@@ -157,7 +159,8 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
   const float link_y = origin.y + line * 0.6f;
   const float phys_y = link_y + line * 1.6f;
   const float logical_h = 2 * line + 6;
-  const float logical_y = std::min(phys_y + box_h + 3.0f * line, origin.y + height - logical_h - 2.6f * line);
+  const float logical_y = std::max(phys_y + box_h + 1.2f * line,
+                                   std::min(phys_y + box_h + 3.0f * line, origin.y + height - logical_h - 2.6f * line));
   auto box_x = [&](int i) { return x0 + static_cast<float>(i) * (box_w + gap); };
 
   // Links: one bar for a fully connected fabric, arcs for listed pairs, the host bridge otherwise.
@@ -174,7 +177,16 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
     labels.emplace_back(buf);
   };
   const char* fabric = links.kind == LinkKind::nvlink ? "NVLink" : "PCIe";
-  if (links.fabric) {
+  if (zh && links.fabric) {
+    add("%s，每对 GPU 之间：每个方向 %.0f GB/s", links.kind == LinkKind::nvlink ? "NVLink (NVSwitch)" : "PCIe", links.gbps);
+    add("%s %.0f GB/s", fabric, links.gbps);
+  } else if (zh && n > 1) {
+    add("GPU 之间没有直连：经主机走 PCIe，%.0f GB/s", topo.host.pinned_bandwidth / 1e9);
+    add("经主机 %.0f GB/s", topo.host.pinned_bandwidth / 1e9);
+  } else if (zh) {
+    add("主机链路：PCIe，锁页内存 %.0f GB/s", topo.host.pinned_bandwidth / 1e9);
+    add("主机 PCIe %.0f GB/s", topo.host.pinned_bandwidth / 1e9);
+  } else if (links.fabric) {
     add("%s between every pair: %.0f GB/s each way", links.kind == LinkKind::nvlink ? "NVLink (NVSwitch)" : "PCIe", links.gbps);
     add("%s, every pair: %.0f GB/s", fabric, links.gbps);
     add("%s %.0f GB/s", fabric, links.gbps);

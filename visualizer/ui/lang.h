@@ -7,4 +7,8 @@ namespace furnace::viz {
 
 inline const char* tr(bool zh, const char* en, const char* zh_text) { return zh ? zh_text : en; }
 
+// Every Chinese character the panels' own labels use: the font atlas adds them to ImGui's common
+// Chinese range, which lacks some (帧, 拷, ...). Lesson text brings its own (LessonDriver::all_text).
+const char* ui_glyphs();
+
 }  // namespace furnace::viz

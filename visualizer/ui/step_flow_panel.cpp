@@ -163,6 +163,7 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
   text_in_box(dl, ImVec2(host_a.x + 6, host_a.y + 3), host_w - 12, colors::kText, tr(zh, "host (CPU)", "主机（CPU）"));
   text_in_box(dl, ImVec2(host_a.x + 6, host_a.y + 3 + line), host_w - 12, colors::kTextDim,
               tr(zh, "the batch, the training loop", "这一批数据，训练循环"));
+  bool hub_abbreviated = false;  // "[0]" in a narrow box, explained under the strip
   for (int i = 0; i < n; ++i) {
     const int d = devices[static_cast<size_t>(i)];
     const ImVec2 a(x0 + static_cast<float>(i) * (box_w + gap), dev_y), b(a.x + box_w, dev_y + box_h);
@@ -179,6 +180,7 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
     y += line;
     if (d == hub && n > 1 && y + line <= b.y) {  // where the loss is, the weights live and the gradients meet
       const char* hub_label = ImGui::CalcTextSize("device_ids[0]").x <= room ? "device_ids[0]" : "[0]";
+      hub_abbreviated = hub_label[0] == '[';
       text_in_box(dl, ImVec2(a.x + pad, y), room, colors::kPeak, hub_label);
       y += line;
     }
@@ -209,7 +211,11 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
       for (size_t i = 0; i < st.spans.size(); ++i) {  // chunk i leaves its slice of the batch
         const PhaseSpan& s = st.spans[i];
         const int64_t rows = rows_of(s.copy_bytes);
-        if (rows > 0)
+        // DataParallel's h2d carries the labels alone (int32, to output_device).
+        const bool labels_only = st.kind == StageKind::host_to_device && n > 1 && s.copy_bytes % 4 == 0 && rows == 0;
+        if (labels_only)
+          std::snprintf(buf, sizeof buf, tr(zh, "%lld labels", "%lld 个标签"), static_cast<long long>(s.copy_bytes / 4));
+        else if (rows > 0)
           std::snprintf(buf, sizeof buf, tr(zh, "%lld rows", "%lld 行"), static_cast<long long>(rows));
         else
           std::snprintf(buf, sizeof buf, "%s", human_bytes(static_cast<double>(s.copy_bytes)).c_str());
@@ -299,8 +305,9 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
     x += w;
   }
   ImGui::Dummy(ImVec2(width, line + 6));
-  std::snprintf(buf, sizeof buf, tr(zh, "one step = %s of modelled device time; widths to scale",
-                                    "一步 = 建模设备时间 %s；宽度按比例"), human_seconds(total).c_str());
+  std::snprintf(buf, sizeof buf, tr(zh, "one step = %s of modelled device time; widths to scale%s",
+                                    "一步 = 建模设备时间 %s；宽度按比例%s"), human_seconds(total).c_str(),
+                hub_abbreviated ? tr(zh, "; [0] = device_ids[0]", "；[0] = device_ids[0]") : "");
   ImGui::PushStyleColor(ImGuiCol_Text, colors::kTextDim);
   ImGui::TextWrapped("%s", buf);
   ImGui::PopStyleColor();
