@@ -13,8 +13,8 @@
 #include <imgui_stdlib.h>  // defines: ImGui::InputText for std::string
 
 #include "lang.h"    // defines: tr
-#include "panels.h"
-#include "text_fit.h"  // defines: text_in_box, check_fit  // defines: the panel structs, Ui, human_bytes, short_gpu_name
+#include "panels.h"  // defines: the panel structs, Ui, human_bytes, short_gpu_name
+#include "text_fit.h"  // defines: text_in_box, check_fit
 #include "theme.h"   // defines: colors::*, stage_color, with_alpha
 
 namespace furnace::viz {

@@ -357,8 +357,16 @@ void MemoryPanel::draw_frame(AppState& app, const Snapshot& snap) {
   }
   const ImVec2 mouse = ImGui::GetIO().MousePos;
   auto xs = [&](double bytes) { return std::min(bar_w, bar_w * static_cast<float>(bytes / scale)); };
-  // Used GPUs get bars and history; GPUs the process never touched get one line (no context).
-  for (const DeviceView& d : snap.devices) {
+  // In the process's order (cuda:0, cuda:1, ...), then the GPUs it cannot see. Used GPUs get
+  // bars and history; GPUs the process never touched get one line (no context).
+  std::vector<const DeviceView*> rows;
+  for (const VisibleDevice& v : snap.visibility.devices)
+    if (v.physical_index >= 0 && v.physical_index < static_cast<int>(snap.devices.size()))
+      rows.push_back(&snap.devices[static_cast<size_t>(v.physical_index)]);
+  for (const DeviceView& d : snap.devices)
+    if (std::find(rows.begin(), rows.end(), &d) == rows.end()) rows.push_back(&d);
+  for (const DeviceView* row : rows) {
+    const DeviceView& d = *row;
     const ImVec2 o = ImGui::GetCursorScreenPos();
     const std::string name = row_name(snap, d.index), gpu = short_gpu_name(d.name);
     const std::string cap = human_bytes(static_cast<double>(d.capacity));

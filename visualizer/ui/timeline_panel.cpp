@@ -10,9 +10,10 @@
 #include <imgui.h>
 #include <imgui_stdlib.h>  // defines: ImGui::InputText for std::string
 
-#include "lang.h"    // defines: tr
-#include "panels.h"
-#include "run_banner.h"  // defines: draw_run_banner  // defines: the panel structs, Ui, human_bytes, short_gpu_name
+#include "lang.h"        // defines: tr
+#include "panels.h"      // defines: the panel structs, Ui, human_bytes, short_gpu_name
+#include "run_banner.h"  // defines: draw_run_banner
+#include "text_fit.h"    // defines: text_in_box
 #include "theme.h"   // defines: colors::*, stage_color, with_alpha
 
 namespace furnace::viz {
@@ -146,7 +147,8 @@ void TimelinePanel::draw_frame(AppState& app, const Snapshot& snap) {
     const float x = to_x(t);
     dl->AddLine(ImVec2(x, top.y + line), ImVec2(x, top.y + line + 4), colors::kTextDim);
     std::snprintf(buf, sizeof buf, "%s", human_seconds(t).c_str());
-    dl->AddText(ImVec2(x + 2, top.y), colors::kTextDim, buf);
+    // A label that would run past the right edge is left out (its tick stays).
+    if (x + 2 + ImGui::CalcTextSize(buf).x <= top.x + width) text_in_box(dl, ImVec2(x + 2, top.y), top.x + width - x - 2, colors::kTextDim, buf);
   }
   ImGui::Dummy(ImVec2(width, line + 6));
 

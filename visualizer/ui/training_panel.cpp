@@ -67,9 +67,8 @@ void draw_precision(const Snapshot& snap, bool zh) {
     return;
   }
   ImGui::PushStyleColor(ImGuiCol_Text, colors::kPeak);
-  ImGui::TextWrapped(tr(zh, "autocast %s: the Linear layers' inputs, weight copies and outputs (activations) are %s; "
-                            "the weights, their gradients, the optimizer's state and the loss stay fp32",
-                        "autocast %s：Linear 层的输入、权重副本和输出（激活值）是 %s；权重本身、梯度、优化器状态和 loss 仍是 fp32"),
+  ImGui::TextWrapped(tr(zh, "autocast %s: the Linear layers' activations are %s; weights, gradients, optimizer state and loss fp32",
+                        "autocast %s：Linear 层的激活值是 %s；权重、梯度、优化器状态和 loss 是 fp32"),
                      amp.c_str(), amp.c_str());
   ImGui::PopStyleColor();
   if (t.loss_scale > 0)

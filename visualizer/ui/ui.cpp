@@ -156,7 +156,7 @@ void draw_status(const AppState& app, const Snapshot& snap) {
                   snap.topology.name.c_str(), app.frame_ms);
   const float r = 4.5f;
   const float dot_w = 2 * r + 4 + ImGui::GetStyle().ItemSpacing.x;  // the dot and the gap after it
-  const float right = ImGui::GetWindowWidth() - ImGui::GetStyle().WindowPadding.x;  // a margin at the bar's end
+  const float right = ImGui::GetWindowWidth() - 2 * ImGui::GetStyle().WindowPadding.x;  // a margin at the bar's end
   float w = ImGui::CalcTextSize(line).x + dot_w;
   const float room = right - ImGui::GetCursorPosX() - 16;
   if (w > room) {  // a narrow window: the state and the step only
