@@ -17,6 +17,7 @@
 #include "run_banner.h"  // defines: draw_run_banner
 #include "text_fit.h"   // defines: text_in_box
 #include "theme.h"   // defines: colors::*, stage_color, with_alpha
+#include "wrapped_label.h"  // defines: wrapped_label
 
 namespace furnace::viz {
 namespace {
@@ -304,9 +305,7 @@ void MemoryPanel::draw_frame(AppState& app, const Snapshot& snap) {
   draw_lesson_step(v, step_memory_, zh);
   if (draw_run_banner(app, snap)) return;
   for (const std::string& w : snap.training.warnings) {
-    ImGui::PushStyleColor(ImGuiCol_Text, colors::kWarning);
-    ImGui::TextWrapped("UserWarning: %s", one_paragraph(w).c_str());
-    ImGui::PopStyleColor();
+    wrapped_label(colors::kWarning, "UserWarning: " + one_paragraph(w));
   }
   ImGui::Checkbox(tr(zh, "to capacity###capacity", "按总容量###capacity"), &capacity_scale);
   if (ImGui::IsItemHovered())
@@ -337,26 +336,30 @@ void MemoryPanel::draw_frame(AppState& app, const Snapshot& snap) {
   const float label_w = std::max(ImGui::CalcTextSize(smi_label).x, ImGui::CalcTextSize(torch_label).x) + 8;
   const float value_w = ImGui::CalcTextSize("999.9 MiB / 999.9 MiB").x + 8;
   const float bar_w = std::max(40.0f, width - label_w - value_w - (hist_w > 0 ? hist_w + 10 : 0));
-  // One scale for every bar (nvidia-smi's context + reserved and PyTorch's reserved), so the
-  // context shows in proportion and DataParallel's heavier cuda:0 stands out.
-  double top = 1;
-  for (const DeviceView& d : snap.devices)
-    if (d.used)
-      top = std::max({top, static_cast<double>(d.context) + static_cast<double>(std::max(d.reserved, d.peak_reserved))});
+  // Two scales, each shared by every GPU and printed above the rows: the nvidia-smi bars (the
+  // context, hundreds of MiB, in proportion to what the cache reserved) and the PyTorch bars
+  // (allocated inside reserved, so DataParallel's heavier cuda:0 stands out).
+  double smi_top = 1, torch_top = 1;
   uint64_t capacity = 1;
-  for (const DeviceView& d : snap.devices) capacity = std::max<uint64_t>(capacity, d.capacity);
-  const double scale = capacity_scale ? static_cast<double>(capacity) : nice_scale(top * 1.05);
-  {  // the scale, under the legend
-    char buf[160];
-    const std::string s = human_bytes(scale), q = human_bytes(scale / 4);
-    std::snprintf(buf, sizeof buf, tr(zh, "scale: a full bar is %s, ticks every %s", "比例：整条 = %s，刻度间隔 %s"),
-                  s.c_str(), q.c_str());
-    ImGui::PushStyleColor(ImGuiCol_Text, colors::kTextDim);
-    ImGui::TextWrapped("%s", buf);
-    ImGui::PopStyleColor();
+  for (const DeviceView& d : snap.devices) {
+    capacity = std::max<uint64_t>(capacity, d.capacity);
+    if (!d.used) continue;
+    const double reserved = static_cast<double>(std::max(d.reserved, d.peak_reserved));
+    smi_top = std::max(smi_top, static_cast<double>(d.context) + reserved);
+    torch_top = std::max({torch_top, reserved, static_cast<double>(d.peak_allocated)});
+  }
+  const double smi_scale = capacity_scale ? static_cast<double>(capacity) : nice_scale(smi_top * 1.05);
+  const double torch_scale = capacity_scale ? static_cast<double>(capacity) : nice_scale(torch_top * 1.05);
+  {
+    char buf[200];
+    const std::string s = human_bytes(smi_scale), t = human_bytes(torch_scale);
+    std::snprintf(buf, sizeof buf, tr(zh, "scale: a full bar is %s (nvidia-smi) and %s (PyTorch); ticks at quarters",
+                                      "比例：整条 = %s（nvidia-smi）和 %s（PyTorch）；刻度为四分之一"),
+                  s.c_str(), t.c_str());
+    wrapped_label(colors::kTextDim, buf);
   }
   const ImVec2 mouse = ImGui::GetIO().MousePos;
-  auto xs = [&](double bytes) { return std::min(bar_w, bar_w * static_cast<float>(bytes / scale)); };
+  auto xs = [&](double bytes, double scale) { return std::min(bar_w, bar_w * static_cast<float>(bytes / scale)); };
   // In the process's order (cuda:0, cuda:1, ...), then the GPUs it cannot see. Used GPUs get
   // bars and history; GPUs the process never touched get one line (no context).
   std::vector<const DeviceView*> rows;
@@ -392,24 +395,24 @@ void MemoryPanel::draw_frame(AppState& app, const Snapshot& snap) {
     text_in_box(dl, ImVec2(o.x, y1), label_w, colors::kTextDim, smi_label);
     bar_frame(dl, bx, y1 + (line - h) * 0.5f, bar_w, h);
     const double ctx = static_cast<double>(d.context), resv = static_cast<double>(d.reserved);
-    bar_segment(dl, bx, y1 + (line - h) * 0.5f, h, 0, xs(ctx), colors::kContext);
-    bar_segment(dl, bx, y1 + (line - h) * 0.5f, h, xs(ctx), xs(ctx + resv), colors::kReserved);
+    bar_segment(dl, bx, y1 + (line - h) * 0.5f, h, 0, xs(ctx, smi_scale), colors::kContext);
+    bar_segment(dl, bx, y1 + (line - h) * 0.5f, h, xs(ctx, smi_scale), xs(ctx + resv, smi_scale), colors::kReserved);
     text_in_box(dl, ImVec2(bx + bar_w + 6, y1), value_w - 6, colors::kText, human_bytes(ctx + resv).c_str());
     // Bar 2, what PyTorch reports: allocated inside reserved, the peak as a tick.
     const float y2 = y1 + line + 2;
     text_in_box(dl, ImVec2(o.x, y2), label_w, colors::kTextDim, torch_label);
     const float by = y2 + (line - h) * 0.5f;
     bar_frame(dl, bx, by, bar_w, h);
-    bar_segment(dl, bx, by, h, 0, xs(resv), colors::kReserved);
-    bar_segment(dl, bx, by, h, 0, xs(static_cast<double>(d.allocated)), colors::kAllocated);
-    const float pk = xs(static_cast<double>(d.peak_allocated));
+    bar_segment(dl, bx, by, h, 0, xs(resv, torch_scale), colors::kReserved);
+    bar_segment(dl, bx, by, h, 0, xs(static_cast<double>(d.allocated), torch_scale), colors::kAllocated);
+    const float pk = xs(static_cast<double>(d.peak_allocated), torch_scale);
     if (pk > 0) dl->AddLine(ImVec2(bx + pk, by - 2), ImVec2(bx + pk, by + h + 2), colors::kPeak, 2);
     const std::string figures = human_bytes(static_cast<double>(d.allocated)) + " / " + human_bytes(resv);
     text_in_box(dl, ImVec2(bx + bar_w + 6, y2), value_w - 6, colors::kText, figures.c_str());
     // History.
     if (hist_w > 0) {
       const ImVec2 ha(o.x + width - hist_w, o.y), hb(o.x + width, o.y + row_h - 4);
-      history_plot(dl, ha, hb, d.allocated_mib, d.reserved_mib, static_cast<float>(scale / (1024.0 * 1024.0)));
+      history_plot(dl, ha, hb, d.allocated_mib, d.reserved_mib, static_cast<float>(torch_scale / (1024.0 * 1024.0)));
     }
     if (mouse.x >= o.x && mouse.x < o.x + width && mouse.y >= o.y && mouse.y < o.y + row_h)
       ImGui::SetTooltip("%s  %s\nmemory_allocated %s (peak %s)\nmemory_reserved  %s (peak %s)\n"

@@ -8,15 +8,12 @@
 
 #include "lang.h"   // defines: tr
 #include "theme.h"  // defines: colors::*
+#include "wrapped_label.h"  // defines: wrapped_label
 
 namespace furnace::viz {
 namespace {
 
-void wrapped(ImU32 color, const std::string& text) {
-  ImGui::PushStyleColor(ImGuiCol_Text, color);
-  ImGui::TextWrapped("%s", text.c_str());
-  ImGui::PopStyleColor();
-}
+void wrapped(ImU32 color, const std::string& text) { wrapped_label(color, text); }
 
 }  // namespace
 

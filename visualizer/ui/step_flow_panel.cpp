@@ -13,6 +13,7 @@
 #include "run_banner.h"  // defines: draw_run_banner
 #include "text_fit.h"   // defines: text_in_box
 #include "theme.h"   // defines: colors::*, stage_color, with_alpha
+#include "wrapped_label.h"  // defines: wrapped_label
 
 namespace furnace::viz {
 namespace {
@@ -115,16 +116,12 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
   std::snprintf(buf, sizeof buf, tr(zh, "%s  (%s, %.0f%% of the step)", "%s（%s，占这一步的 %.0f%%）"),
                 stage_caption(st.kind, zh), human_seconds(st.dur).c_str(),
                 step_total > 0 ? 100.0 * st.dur / step_total : 0.0);
-  ImGui::PushStyleColor(ImGuiCol_Text, colors::kTextDim);
-  ImGui::TextWrapped("%s", buf);
-  ImGui::PopStyleColor();
+  wrapped_label(colors::kTextDim, buf);
   if (snap.run.amp == "fp16" || snap.run.amp == "bf16") {
     std::snprintf(buf, sizeof buf, tr(zh, "autocast %s: activations and the GEMMs are %s; weights and gradients fp32",
                                       "autocast %s：激活值和矩阵乘是 %s；权重和梯度是 fp32"),
                   snap.run.amp.c_str(), snap.run.amp.c_str());
-    ImGui::PushStyleColor(ImGuiCol_Text, colors::kPeak);
-    ImGui::TextWrapped("%s", buf);
-    ImGui::PopStyleColor();
+    wrapped_label(colors::kPeak, buf);
   }
 
   // ---- the diagram ------------------------------------------------------------------------
@@ -308,9 +305,7 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
   std::snprintf(buf, sizeof buf, tr(zh, "one step = %s of modelled device time; widths to scale%s",
                                     "一步 = 建模设备时间 %s；宽度按比例%s"), human_seconds(total).c_str(),
                 hub_abbreviated ? tr(zh, "; [0] = device_ids[0]", "；[0] = device_ids[0]") : "");
-  ImGui::PushStyleColor(ImGuiCol_Text, colors::kTextDim);
-  ImGui::TextWrapped("%s", buf);
-  ImGui::PopStyleColor();
+  wrapped_label(colors::kTextDim, buf);
 }
 
 }  // namespace furnace::viz

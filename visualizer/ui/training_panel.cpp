@@ -10,6 +10,7 @@
 #include "run_banner.h"  // defines: draw_run_banner
 #include "text_fit.h"   // defines: text_in_box
 #include "theme.h"   // defines: colors::*, stage_color, with_alpha
+#include "wrapped_label.h"  // defines: wrapped_label
 
 namespace furnace::viz {
 namespace {
@@ -100,9 +101,7 @@ void TrainingPanel::draw_frame(AppState& app, const Snapshot& snap) {
   if (ImGui::CalcTextSize(buf).x > ImGui::GetContentRegionAvail().x) ImGui::NewLine();
   ImGui::TextDisabled("%s", buf);
   if (snap.run.state == RunStatus::State::failed || snap.run.state == RunStatus::State::finished) {
-    ImGui::PushStyleColor(ImGuiCol_Text, snap.run.state == RunStatus::State::failed ? colors::kError : colors::kAllocated);
-    ImGui::TextWrapped("%s", snap.run.message.c_str());
-    ImGui::PopStyleColor();
+    wrapped_label(snap.run.state == RunStatus::State::failed ? colors::kError : colors::kAllocated, snap.run.message);
   }
 
   const float line = ImGui::GetTextLineHeight();
