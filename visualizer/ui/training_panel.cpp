@@ -44,7 +44,16 @@ void curve(const char* label, const std::vector<float>& v, ImVec2 size, ImU32 co
   const float axis_w = std::max(ImGui::CalcTextSize(top).x, ImGui::CalcTextSize(bottom).x) + 8;
   const float room = size.x - axis_w - 8;  // left of the axis labels
   const float label_w = ImGui::CalcTextSize(label).x, value_w = ImGui::CalcTextSize(value).x;
-  if (label_w + 8 + value_w <= room) {  // "loss  0.4193" on one line
+  // The texts sit on a backing of the panel's colour: the curve passes under them, not through.
+  auto backing = [&](ImVec2 at, float w) {
+    dl->AddRectFilled(ImVec2(at.x - 2, at.y), ImVec2(at.x + w + 2, at.y + line), with_alpha(colors::kPanel, 0.85f));
+  };
+  const bool one_line = label_w + 8 + value_w <= room;
+  backing(ImVec2(a.x + 4, a.y + 2), one_line ? label_w + 8 + value_w : std::min(std::max(label_w, value_w), room));
+  if (!one_line) backing(ImVec2(a.x + 4, a.y + 2 + line), std::min(value_w, room));
+  backing(ImVec2(b.x - ImGui::CalcTextSize(top).x - 4, a.y + 2), ImGui::CalcTextSize(top).x);
+  backing(ImVec2(b.x - ImGui::CalcTextSize(bottom).x - 4, b.y - line - 2), ImGui::CalcTextSize(bottom).x);
+  if (one_line) {  // "loss  0.4193" on one line
     text_in_box(dl, ImVec2(a.x + 4, a.y + 2), label_w, col, label);
     text_in_box(dl, ImVec2(a.x + 4 + label_w + 8, a.y + 2), value_w, colors::kText, value);
   } else {  // a narrow panel: the value under the label
