@@ -564,9 +564,13 @@ TEST(Controller, ALessonStepTrainsInAProcessWithItsEnvironment) {
   ASSERT_EQ(first.setup.scenario().env.at(kCudaVisibleDevices), "0,1");
   ASSERT_EQ(first.setup.scenario().parallel, "dp");
   app.lesson.open_request = index;
+  c.update(app, 0);
+  EXPECT_EQ(c.snapshot().run.state, RunStatus::State::idle);  // it asks a prediction: no run yet
+  app.lesson.run_request = true;  // "Run and check" starts the step's own run
   ASSERT_TRUE(frames_until(c, app, [](const Snapshot& s) { return s.training.global_step >= 1; }))
       << c.snapshot().run.message;
-  EXPECT_EQ(app.controls.scenario.max_steps, -1);  // trains on: a finished run has freed its tensors
+  EXPECT_EQ(app.controls.lesson_step, first.id);  // the step's own steps, then it holds
+  EXPECT_EQ(app.controls.scenario.max_steps, first.setup.scenario().max_steps);
   EXPECT_TRUE(c.snapshot().visibility_frozen);
   EXPECT_EQ(c.snapshot().visibility.count(), 2);
   EXPECT_TRUE(c.snapshot().devices[1].used);  // GPU 1 holds a replica ...
@@ -589,6 +593,8 @@ TEST(Controller, ALessonStepKeepsTheModelDeviceItSets) {
   app.lesson.open_request = index;
   c.update(app, 0);
   app.lesson.step_request = static_cast<int>(it - steps.begin());
+  c.update(app, 0);
+  app.lesson.run_request = it->prediction.has_value();  // a prediction step runs with "Run and check"
   ASSERT_TRUE(frames_until(c, app, [](const Snapshot& s) { return s.run.state == RunStatus::State::failed; }, 20))
       << c.snapshot().run.message;
   EXPECT_NE(c.snapshot().run.message.find("Invalid device id"), std::string::npos) << c.snapshot().run.message;
@@ -622,6 +628,7 @@ TEST(Controller, ALessonStepAboutAModelLeftOnTheCpuStartsNoRun) {
   ASSERT_NE(it, steps.end());
   app.lesson.open_request = index;
   c.update(app, 0);
+  app.lesson.run_request = true;  // step 1 asks a prediction: its run starts with "Run and check"
   ASSERT_TRUE(frames_until(c, app, [](const Snapshot& s) { return s.training.global_step >= 1; }));  // step 1 trains
   app.lesson.step_request = static_cast<int>(it - steps.begin());
   for (int frame = 0; frame < 20; ++frame) {
@@ -643,6 +650,33 @@ TEST(Controller, ALessonStepAboutAModelLeftOnTheCpuStartsNoRun) {
   }
   EXPECT_FALSE(c2.snapshot().visibility_frozen);
   EXPECT_EQ(c2.snapshot().run.state, RunStatus::State::idle);
+}
+
+// Lesson 5's DataParallel step: its live run is the step's own (two steps), and it holds after
+// them with its tensors kept, so the Memory panel shows what the PASS lines say: cuda:0 holds the
+// model, cuda:1 nothing (the replica lived only during the step). Before "Run and check" nothing
+// runs: the prediction asks for exactly that number.
+TEST(Controller, ALessonStepsRunHoldsAfterItsStepsAndWaitsForThePrediction) {
+  AppState app = slice_app();
+  Controller c(app, /*autostart=*/false);
+  const int index = c.lessons().find("05-memory");
+  ASSERT_GE(index, 0) << "lessons/05-memory is missing";
+  app.lesson.open_request = index;
+  c.update(app, 0);
+  const int step = c.snapshot().lesson.open_lesson()->step_index("gpu0-imbalance");
+  ASSERT_GE(step, 0);
+  app.lesson.step_request = step;
+  for (int frame = 0; frame < 10; ++frame) c.update(app, frame * 0.05);
+  EXPECT_TRUE(c.snapshot().lesson.awaiting_answer());
+  EXPECT_EQ(c.snapshot().run.state, RunStatus::State::idle);
+  app.lesson.run_request = true;
+  ASSERT_TRUE(frames_until(c, app, [](const Snapshot& s) { return s.run.held; }, 60)) << c.snapshot().run.message;
+  const Snapshot& s = c.snapshot();
+  EXPECT_EQ(s.training.global_step, 2);
+  EXPECT_EQ(s.run.state, RunStatus::State::running);
+  EXPECT_GT(s.devices[0].allocated, 0);   // cuda:0 = GPU 0: the model, its gradients, the momentum
+  EXPECT_EQ(s.devices[1].allocated, 0);   // cuda:1: nothing after the step
+  EXPECT_GT(s.devices[1].peak_allocated, 0);  // ... though its replica was there during it
 }
 
 TEST(Controller, ALessonStepSetsUpItsScenarioAndRunsItsChecksOffTheUiThread) {

@@ -16,7 +16,8 @@ namespace furnace::viz {
 enum class PanelId { devices, step_flow, memory, training, timeline, controls, lesson };
 inline constexpr int kPanelCount = 7;
 const char* panel_name(PanelId id);  // "devices", "flow", ... (the --panel values)
-const char* panel_title(PanelId id); // "Devices 设备", ... (window titles)
+const char* panel_title(PanelId id, bool zh = false); // "Devices 设备###devices", ... (window titles)
+std::string panel_display_name(PanelId id, bool zh);   // the title as shown: "Devices 设备", "设备"
 // A --panel value or a lesson step's `panel`; "pipeline", the Step flow panel's former name, is
 // what lesson files (and the lessons engine's list of panels) still say.
 std::optional<PanelId> parse_panel(std::string_view name);
@@ -31,6 +32,9 @@ struct ControlsState {
   std::string parallel = "none";     // "none" | "dp"
   int output_device = -1;            // DataParallel's output_device; -1: device_ids[0]
   float step_delay_ms = 100;         // sleep after each optimizer step (watchable animation)
+  // The lesson step these controls were set up for (its run holds after its last step); empty:
+  // an ordinary run.
+  std::string lesson_step;
   std::string error;                 // why the last edit could not be applied
   // The choices, listed once by the Controller: data/topologies' machines, the built backends.
   std::vector<std::string> topologies, backends;

@@ -102,6 +102,7 @@ bool Controller::start_training(AppState& app) {
   request.scenario = sc;
   request.scenario.env = environment_of(app.env);
   if (app.env.visible_set) request.visible_devices = app.env.visible;
+  request.lesson_step = app.controls.lesson_step;
   runner_->set_step_delay(app.controls.step_delay_ms / 1000.0);
   runner_->start(std::move(request));
   return true;
@@ -161,11 +162,9 @@ void Controller::set_up_step(AppState& app, const lesson::Step& step) {
   ControlsState& c = app.controls;
   c.scenario = sc;
   if (c.scenario.data_dir.empty()) c.scenario.data_dir = lesson::lesson_data_dir();  // the slice
-  // The live run goes on after the step's few optimizer steps: a finished run has freed its
-  // tensors, and the panels would show an empty GPU where the step talks about what it holds
-  // "after two steps". The checks come from the step's own run.
-  c.scenario.max_steps = -1;
-  c.scenario.epochs = std::max(c.scenario.epochs, Scenario{}.epochs);
+  // The live run is the step's own: its steps, then it holds with its tensors kept (a finished
+  // run has freed them), so the panels show what the step's checks read "after two steps".
+  c.lesson_step = step.id;
   c.hidden = join_ints(sc.hidden);
   // The dp-loss-trap action is DataParallel by definition (the 3, 3, 3, 1 split of its batch).
   c.parallel = step.action == "dp-loss-trap" ? "dp" : sc.parallel;
@@ -190,7 +189,9 @@ void Controller::set_up_step(AppState& app, const lesson::Step& step) {
   // Set, not added to: opening a lesson at step N sets up its first step in the same frame.
   app.new_process_requested = true;
   app.visible_after_first_use = devices ? devices->set_visible_after_init : std::nullopt;
-  app.restart_requested = live_run_shows(step);
+  // A step that asks for a prediction starts its run with "Run and check": until then the panels
+  // must not show the answer.
+  app.restart_requested = live_run_shows(step) && !step.prediction;
 }
 
 void Controller::update_lessons(AppState& app) {
@@ -198,6 +199,7 @@ void Controller::update_lessons(AppState& app) {
   if (ls.open_request) {
     lessons_.open(*ls.open_request);
     ls.open_request.reset();
+    app.controls.lesson_step.clear();  // back to the list: ordinary runs again
     if (const lesson::Step* step = lessons_.view().current_step()) {
       app.is_open(PanelId::lesson) = true;
       set_up_step(app, *step);
@@ -211,6 +213,9 @@ void Controller::update_lessons(AppState& app) {
   if (ls.run_request) {
     ls.run_request = false;
     lessons_.run_current();
+    // A prediction step's live run waited for the answer (set_up_step).
+    if (const lesson::Step* step = lessons_.view().current_step())
+      if (step->prediction && live_run_shows(*step)) app.restart_requested = true;
   }
   lessons_.poll();
 }

@@ -2,12 +2,18 @@
 // output_device, accumulation, mixed precision, learning rate, model) and the training-thread
 // delay. A committed change restarts the scenario in a new process.
 #include <algorithm>
+#include <cfloat>
+#include <cstring>
+#include <string>
+#include <vector>
 #include <cstdio>
 
 #include <imgui.h>
 #include <imgui_stdlib.h>  // defines: ImGui::InputText for std::string
 
+#include "lang.h"    // defines: tr
 #include "panels.h"  // defines: the panel structs, Ui, human_bytes, short_gpu_name
+#include "text_fit.h"  // defines: check_fit
 #include "theme.h"   // defines: colors::*, stage_color, with_alpha
 
 namespace furnace::viz {
@@ -15,6 +21,7 @@ namespace {
 
 bool combo(const char* label, std::string& value, const std::vector<std::string>& items) {
   bool changed = false;
+  check_fit(value.c_str(), ImGui::CalcItemWidth() - ImGui::GetFrameHeight() - 2 * ImGui::GetStyle().FramePadding.x);
   if (ImGui::BeginCombo(label, value.c_str())) {
     for (const std::string& it : items) {
       if (ImGui::Selectable(it.c_str(), it == value) && it != value) {
@@ -33,27 +40,51 @@ void ControlsPanel::draw_frame(AppState& app, const Snapshot& snap) {
   ControlsState& c = app.controls;
   Scenario& sc = c.scenario;
   bool restart = false;
-  const float field = std::max(80.0f, ImGui::GetContentRegionAvail().x * 0.55f);
+  const bool zh = app.lesson.zh;
+  // Labels right of the fields: the fields take what the widest label leaves.
+  const char* labels[] = {tr(zh, "machine###machine", "机器###machine"), tr(zh, "backend###backend", "后端###backend"),
+                          tr(zh, "parallel###parallel", "并行###parallel"), "device_ids", "output_device",
+                          tr(zh, "device (cuda:N)###device", "设备 (cuda:N)###device"), "batch",
+                          tr(zh, "accumulation###accum", "梯度累积###accum"), "amp",
+                          tr(zh, "learning rate###lr", "学习率###lr"), tr(zh, "hidden layers###hidden", "隐藏层###hidden"),
+                          tr(zh, "epochs###epochs", "轮数###epochs"), tr(zh, "step delay###delay", "每步延时###delay")};
+  float label_w = 0;
+  for (const char* l : labels) label_w = std::max(label_w, ImGui::CalcTextSize(l, nullptr, true).x);
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const float field = std::max(60.0f, ImGui::GetContentRegionAvail().x - label_w - style.ItemInnerSpacing.x - 2);
+  // A narrow panel (beside a lesson) puts each label above its field, which then takes the whole
+  // width: "workstation-4x3090" is not cut to "workstation-4".
+  const bool stacked = field < ImGui::CalcTextSize("workstation-4x3090").x + ImGui::GetFrameHeight() + 2 * style.FramePadding.x;
+  std::vector<std::string> ids;  // the widgets' labels: as given, or hidden after the label line
+  for (const char* l : labels) ids.emplace_back(stacked ? std::string("##") + l : std::string(l));
+  auto label = [&](int i) {
+    if (stacked) {
+      const char* text = labels[i];
+      ImGui::TextDisabled("%.*s", static_cast<int>(std::strcspn(text, "#")), text);
+      ImGui::SetNextItemWidth(-FLT_MIN);
+    }
+    return ids[static_cast<size_t>(i)].c_str();
+  };
   ImGui::PushItemWidth(field);
 
-  restart |= combo("machine", sc.topology, c.topologies);
-  restart |= combo("backend", sc.backend, c.backends);
+  restart |= combo(label(0), sc.topology, c.topologies);
+  restart |= combo(label(1), sc.backend, c.backends);
 
   int mode = c.parallel == "dp" ? 1 : 0;
-  const char* modes[] = {"single device", "DataParallel (dp)"};
-  if (ImGui::Combo("parallel", &mode, modes, 2)) {
+  const char* modes[] = {tr(zh, "single device", "单卡"), "DataParallel (dp)"};
+  if (ImGui::Combo(label(2), &mode, modes, 2)) {
     c.parallel = mode == 1 ? "dp" : "none";
     restart = true;
   }
   const bool dp = c.parallel == "dp";
   ImGui::BeginDisabled(!dp);
-  if (ImGui::InputTextWithHint("device_ids", "all visible", &c.device_ids)) c.keep_device = false;
+  if (ImGui::InputTextWithHint(label(3), tr(zh, "all visible", "全部可见"), &c.device_ids)) c.keep_device = false;
   restart |= ImGui::IsItemDeactivatedAfterEdit();
   if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
     ImGui::SetTooltip("nn.DataParallel(model, device_ids=[...]): cuda ordinals inside the process,\n"
                       "comma-separated; empty: every visible device. The model lives on device_ids[0].");
   int out = c.output_device;
-  if (ImGui::InputInt("output_device", &out, 1, 1)) c.output_device = std::max(-1, out);
+  if (ImGui::InputInt(label(4), &out, 1, 1)) c.output_device = std::max(-1, out);
   restart |= ImGui::IsItemDeactivatedAfterEdit();
   if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
     ImGui::SetTooltip("where gather puts the outputs and the loss is computed; -1: device_ids[0]");
@@ -61,24 +92,24 @@ void ControlsPanel::draw_frame(AppState& app, const Snapshot& snap) {
 
   ImGui::BeginDisabled(dp);
   int device = sc.device;
-  if (ImGui::InputInt("device (cuda:N)", &device, 1, 1)) sc.device = std::max(0, device);
+  if (ImGui::InputInt(label(5), &device, 1, 1)) sc.device = std::max(0, device);
   restart |= ImGui::IsItemDeactivatedAfterEdit();
   ImGui::EndDisabled();
   if (dp && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
     ImGui::SetTooltip("with DataParallel the model is built on device_ids[0]");
   int batch = static_cast<int>(sc.batch);
-  if (ImGui::InputInt("batch", &batch, 32, 256)) sc.batch = std::max(1, batch);
+  if (ImGui::InputInt(label(6), &batch, 32, 256)) sc.batch = std::max(1, batch);
   restart |= ImGui::IsItemDeactivatedAfterEdit();
 
   int accum = sc.accum;
-  if (ImGui::InputInt("accumulation", &accum, 1, 1)) sc.accum = std::clamp(accum, 1, 1024);
+  if (ImGui::InputInt(label(7), &accum, 1, 1)) sc.accum = std::clamp(accum, 1, 1024);
   restart |= ImGui::IsItemDeactivatedAfterEdit();
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("micro-batches per optimizer step; each micro-batch's loss is divided by this\n"
                       "(the division the article's snippet leaves out)");
   int amp = sc.amp == "fp16" ? 1 : sc.amp == "bf16" ? 2 : 0;
   const char* amps[] = {"off", "fp16", "bf16"};
-  if (ImGui::Combo("amp", &amp, amps, 3)) {
+  if (ImGui::Combo(label(8), &amp, amps, 3)) {
     sc.amp = amps[amp];
     restart = true;
   }
@@ -86,25 +117,30 @@ void ControlsPanel::draw_frame(AppState& app, const Snapshot& snap) {
     ImGui::SetTooltip("autocast dtype: fp16 runs with a GradScaler (loss scale, skipped steps);\n"
                       "bf16 has fp32's range and needs none");
 
-  ImGui::InputFloat("learning rate", &sc.lr, 0.01f, 0.1f, "%.4f");
+  ImGui::InputFloat(label(9), &sc.lr, 0.01f, 0.1f, "%.4f");
   restart |= ImGui::IsItemDeactivatedAfterEdit();
-  ImGui::InputText("hidden layers", &c.hidden);
+  ImGui::InputText(label(10), &c.hidden);
   restart |= ImGui::IsItemDeactivatedAfterEdit();
-  ImGui::InputInt("epochs", &sc.epochs);
+  ImGui::InputInt(label(11), &sc.epochs);
   sc.epochs = std::max(1, sc.epochs);
   restart |= ImGui::IsItemDeactivatedAfterEdit();
 
-  ImGui::SliderFloat("step delay", &c.step_delay_ms, 0.0f, 500.0f, "%.0f ms", ImGuiSliderFlags_Logarithmic);
+  ImGui::SliderFloat(label(12), &c.step_delay_ms, 0.0f, 500.0f, "%.0f ms", ImGuiSliderFlags_Logarithmic);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("the training thread sleeps this long after each step, so the animation can be\n"
                       "followed (0: full speed); applies at once, no restart");
   ImGui::PopItemWidth();
 
-  if (ImGui::Button("Restart")) restart = true;
+  if (ImGui::Button(tr(zh, "Restart###restart", "重新开始###restart"))) restart = true;
   ImGui::SameLine();
-  if (ImGui::Button("Stop")) app.stop_requested = true;
-  ImGui::SameLine();
-  if (ImGui::Button("New process")) app.new_process_requested = true;
+  if (ImGui::Button(tr(zh, "Stop###stop", "停止###stop"))) app.stop_requested = true;
+  const char* fresh = tr(zh, "New process###new", "新进程###new");
+  // On the same line only when it fits (a narrow panel beside a lesson).
+  const float right_edge = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+  if (right_edge - ImGui::GetItemRectMax().x >
+      ImGui::CalcTextSize(fresh, nullptr, true).x + 2 * style.FramePadding.x + style.ItemSpacing.x)
+    ImGui::SameLine();
+  if (ImGui::Button(fresh)) app.new_process_requested = true;
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("a fresh process that has not initialised CUDA: CUDA_VISIBLE_DEVICES edits apply\n"
                       "until the next Restart trains (the first device use)");
@@ -116,7 +152,7 @@ void ControlsPanel::draw_frame(AppState& app, const Snapshot& snap) {
     ImGui::PopStyleColor();
   }
   ImGui::PushStyleColor(ImGuiCol_Text, colors::kTextDim);
-  ImGui::TextWrapped("%s: %s", run_state_name(snap.run.state), snap.run.scenario.c_str());
+  ImGui::TextWrapped("%s", snap.run.scenario.c_str());
   ImGui::PopStyleColor();
 }
 

@@ -12,7 +12,9 @@
 #include <imgui.h>
 #include <imgui_stdlib.h>  // defines: ImGui::InputText for std::string
 
+#include "lang.h"    // defines: tr
 #include "panels.h"  // defines: the panel structs, Ui, human_bytes, short_gpu_name
+#include "text_fit.h"  // defines: text_in_box, check_fit
 #include "theme.h"   // defines: colors::*, stage_color, with_alpha
 
 namespace furnace::viz {
@@ -33,16 +35,6 @@ LinkSummary summarize_links(const Topology& t) {
   s.gbps = t.links.front().bandwidth / 1e9;
   for (const LinkSpec& l : t.links) s.fabric = s.fabric && l.kind == s.kind;
   return s;
-}
-
-void arrow(ImDrawList* dl, ImVec2 from, ImVec2 to, ImU32 col, float thickness) {
-  dl->AddLine(from, to, col, thickness);
-  const float dx = to.x - from.x, dy = to.y - from.y;
-  const float len = std::sqrt(dx * dx + dy * dy);
-  if (len < 1) return;
-  const float ux = dx / len, uy = dy / len, s = 7;
-  dl->AddTriangleFilled(to, ImVec2(to.x - ux * s * 1.6f - uy * s, to.y - uy * s * 1.6f + ux * s),
-                        ImVec2(to.x - ux * s * 1.6f + uy * s, to.y - uy * s * 1.6f - ux * s), col);
 }
 
 // The longest prefix of whole words of `text` that fits in `width` pixels (at least one word).
@@ -72,6 +64,7 @@ const char* stop_text(VisibilityStop s) {
 }  // namespace
 
 void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
+  const bool zh = app.lesson.zh;
   const Topology& topo = snap.topology;
   const Visibility& vis = snap.visibility;
   const int n = static_cast<int>(topo.gpus.size());
@@ -86,19 +79,30 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
   ImGui::SameLine();
   ImGui::TextUnformatted("CUDA_VISIBLE_DEVICES=");
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(std::max(80.0f, ImGui::GetContentRegionAvail().x - ImGui::CalcTextSize("FASTEST_FIRST").x - 90));
+  const char* orders[] = {"FASTEST_FIRST", "PCI_BUS_ID"};
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const float order_w = ImGui::CalcTextSize(orders[0]).x + ImGui::GetFrameHeight() + 12;
+  const float try_w = ImGui::CalcTextSize(tr(zh, "try", "示例"), nullptr).x + 2 * style.FramePadding.x;
+  const float tail_w = order_w + try_w + 2 * style.ItemSpacing.x;  // the order and "try" after the field
+  // All on one line when the field keeps 80 px; else the order and "try" go on the next line.
+  const bool one_line = ImGui::GetContentRegionAvail().x - tail_w >= 80;
+  ImGui::SetNextItemWidth(std::max(40.0f, ImGui::GetContentRegionAvail().x - (one_line ? tail_w : 0.0f)));
   if (ImGui::InputText("##cvd", &edit_buffer)) {
     app.env.visible = edit_buffer;
     app.env.visible_set = true;
   }
-  ImGui::SameLine();
-  const char* orders[] = {"FASTEST_FIRST", "PCI_BUS_ID"};
-  ImGui::SetNextItemWidth(ImGui::CalcTextSize(orders[0]).x + ImGui::GetFrameHeight() + 12);
+  if (one_line) {
+    ImGui::SameLine();
+  } else if (ImGui::GetContentRegionAvail().x >= ImGui::CalcTextSize("CUDA_DEVICE_ORDER=").x + tail_w) {
+    ImGui::TextUnformatted("CUDA_DEVICE_ORDER=");  // else the combo alone (its tooltip names it)
+    ImGui::SameLine();
+  }
+  ImGui::SetNextItemWidth(order_w);
   int order = app.env.order == "PCI_BUS_ID" ? 1 : 0;
   if (ImGui::Combo("##order", &order, orders, 2)) app.env.order = orders[order];
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("CUDA_DEVICE_ORDER: how CUDA numbers the GPUs before the mask applies");
   ImGui::SameLine();
-  if (ImGui::SmallButton("try")) ImGui::OpenPopup("examples");
+  if (ImGui::SmallButton(tr(zh, "try###try", "示例###try"))) ImGui::OpenPopup("examples");
   if (ImGui::BeginPopup("examples")) {
     std::string uuid = n > 1 ? topo.gpus[1].uuid.substr(0, 8) : "GPU-";
     const std::string examples[] = {"2,1", "0,2,-1,1", "1,1", uuid, "0,7", ""};
@@ -118,15 +122,18 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
                          (vis.cuda_visible_devices && *vis.cuda_visible_devices != app.env.visible) ||
                          app.env.order != device_order_name(vis.order);
     ImGui::PushStyleColor(ImGuiCol_Text, differs ? colors::kWarning : colors::kTextDim);
-    ImGui::TextWrapped(differs ? "CUDA is initialised in this process: the edit changes nothing until a restart "
-                                 "(a new process reads the variable)."
-                               : "CUDA was initialised at the first device use: the mapping is frozen for this process.");
+    ImGui::TextWrapped("%s", differs ? tr(zh, "CUDA is initialised in this process: the edit changes nothing until a restart "
+                                             "(a new process reads the variable).",
+                                         "这个进程已经初始化了 CUDA：修改要等重新开始才生效（新进程才会读这个变量）。")
+                                     : tr(zh, "CUDA was initialised at the first device use: the mapping is frozen for this process.",
+                                          "CUDA 在第一次使用设备时初始化：这个进程的映射已经固定。"));
     ImGui::PopStyleColor();
     // On its own line: after a wrapped text SameLine would put it past the panel's right edge.
-    if (differs && ImGui::SmallButton("restart")) app.restart_requested = true;
+    if (differs && ImGui::SmallButton(tr(zh, "restart###restart", "重新开始###restart"))) app.restart_requested = true;
   } else {
     ImGui::PushStyleColor(ImGuiCol_Text, colors::kAllocated);
-    ImGui::TextWrapped("CUDA is not initialised yet: edits apply now (press Run > Restart to train).");
+    ImGui::TextWrapped("%s", tr(zh, "CUDA is not initialised yet: edits apply now (press Run > Restart to train).",
+                                "CUDA 还没有初始化：修改立即生效（点 运行 > 重新开始 来训练）。"));
     ImGui::PopStyleColor();
   }
 
@@ -136,7 +143,9 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float line = ImGui::GetTextLineHeight();
   const float width = std::max(avail.x, 200.0f);
-  const float height = std::max(avail.y, 8 * line);
+  // Links, the GPU boxes, room for the arrows, the cuda:N boxes and two lines of notes: a short
+  // panel scrolls rather than draw the cuda:N boxes over the GPUs.
+  const float height = std::max(avail.y, 11.0f * line + 14);
   ImGui::InvisibleButton("##diagram", ImVec2(width, height));
   if (n == 0) {
     dl->AddText(origin, colors::kTextDim, "no topology loaded");
@@ -150,7 +159,8 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
   const float link_y = origin.y + line * 0.6f;
   const float phys_y = link_y + line * 1.6f;
   const float logical_h = 2 * line + 6;
-  const float logical_y = std::min(phys_y + box_h + 3.0f * line, origin.y + height - logical_h - 2.6f * line);
+  const float logical_y = std::max(phys_y + box_h + 1.2f * line,
+                                   std::min(phys_y + box_h + 3.0f * line, origin.y + height - logical_h - 2.6f * line));
   auto box_x = [&](int i) { return x0 + static_cast<float>(i) * (box_w + gap); };
 
   // Links: one bar for a fully connected fabric, arcs for listed pairs, the host bridge otherwise.
@@ -167,7 +177,16 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
     labels.emplace_back(buf);
   };
   const char* fabric = links.kind == LinkKind::nvlink ? "NVLink" : "PCIe";
-  if (links.fabric) {
+  if (zh && links.fabric) {
+    add("%s，每对 GPU 之间：每个方向 %.0f GB/s", links.kind == LinkKind::nvlink ? "NVLink (NVSwitch)" : "PCIe", links.gbps);
+    add("%s %.0f GB/s", fabric, links.gbps);
+  } else if (zh && n > 1) {
+    add("GPU 之间没有直连：经主机走 PCIe，%.0f GB/s", topo.host.pinned_bandwidth / 1e9);
+    add("经主机 %.0f GB/s", topo.host.pinned_bandwidth / 1e9);
+  } else if (zh) {
+    add("主机链路：PCIe，锁页内存 %.0f GB/s", topo.host.pinned_bandwidth / 1e9);
+    add("主机 PCIe %.0f GB/s", topo.host.pinned_bandwidth / 1e9);
+  } else if (links.fabric) {
     add("%s between every pair: %.0f GB/s each way", links.kind == LinkKind::nvlink ? "NVLink (NVSwitch)" : "PCIe", links.gbps);
     add("%s, every pair: %.0f GB/s", fabric, links.gbps);
     add("%s %.0f GB/s", fabric, links.gbps);
@@ -186,7 +205,7 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
   const ImVec2 label_size = ImGui::CalcTextSize(buf);
   const float label_x = origin.x + std::max(0.0f, (width - label_size.x) * 0.5f);
   dl->AddRectFilled(ImVec2(label_x - 4, link_y - line * 0.5f - 1), ImVec2(label_x + label_size.x + 4, link_y + line * 0.5f + 1), colors::kPanel);
-  dl->AddText(ImVec2(label_x, link_y - line * 0.5f), link_col, buf);
+  text_in_box(dl, ImVec2(label_x, link_y - line * 0.5f), width - (label_x - origin.x), link_col, buf);
   if (!links.fabric)
     for (const LinkSpec& l : topo.links) {  // listed pairs as arcs under the bar
       const float xa = box_x(l.a) + box_w * 0.5f, xb = box_x(l.b) + box_w * 0.5f;
@@ -195,8 +214,10 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
                          l.kind == LinkKind::nvlink ? colors::kNvlink : colors::kPcie, 2);
     }
 
-  // Physical GPUs (nvidia-smi order). A GPU this process cannot see is drawn dimmed.
-  std::vector<bool> visible(static_cast<size_t>(n), false);
+  // Physical GPUs (nvidia-smi order). A GPU this process cannot see is drawn dimmed, unless the
+  // lesson step asks the learner to predict what the process sees: then nothing gives it away.
+  const bool hide_mapping = snap.lesson.awaiting_answer();
+  std::vector<bool> visible(static_cast<size_t>(n), hide_mapping);
   for (const VisibleDevice& d : vis.devices)
     if (d.physical_index >= 0 && d.physical_index < n) visible[static_cast<size_t>(d.physical_index)] = true;
   const ImVec2 mouse = ImGui::GetIO().MousePos;
@@ -209,19 +230,18 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
     dl->AddRect(a, b, on ? colors::kGpuBoxBorder : colors::kGrid, 4, 0, dv && dv->used ? 2.5f : 1.0f);
     const float pad = box_w < 60 ? 2.0f : 5.0f;  // eight GPUs in a narrow panel: every pixel counts
     const float text_w = box_w - 2 * pad;
-    dl->PushClipRect(ImVec2(a.x + 1, a.y), ImVec2(b.x - 1, b.y), true);
     std::snprintf(buf, sizeof buf, "GPU %d", i);
     if (ImGui::CalcTextSize(buf).x > text_w) std::snprintf(buf, sizeof buf, "%d", i);
-    dl->AddText(ImVec2(a.x + pad, a.y + 3), on ? colors::kText : colors::kTextDim, buf);
+    text_in_box(dl, ImVec2(a.x + pad, a.y + 3), text_w, on ? colors::kText : colors::kTextDim, buf);
     fit_words(short_gpu_name(g.name), text_w, buf, sizeof buf);
-    dl->AddText(ImVec2(a.x + pad, a.y + 3 + line), on ? colors::kText : colors::kTextDim, buf);
+    if (ImGui::CalcTextSize(buf).x <= text_w)  // eight GPUs beside a lesson: the name is in the tooltip
+      text_in_box(dl, ImVec2(a.x + pad, a.y + 3 + line), text_w, on ? colors::kText : colors::kTextDim, buf);
     const double gib = static_cast<double>(g.memory_bytes) / (1024.0 * 1024 * 1024);
     const std::string bus = g.pci_bus_id.size() > 9 ? g.pci_bus_id.substr(9, 2) : g.pci_bus_id;
     std::snprintf(buf, sizeof buf, "%.0f GiB  bus %s", gib, bus.c_str());
     if (ImGui::CalcTextSize(buf).x > text_w) std::snprintf(buf, sizeof buf, "%.0f GiB", gib);
     if (ImGui::CalcTextSize(buf).x > text_w) std::snprintf(buf, sizeof buf, "%.0fG", gib);
-    dl->AddText(ImVec2(a.x + pad, a.y + 3 + 2 * line), colors::kTextDim, buf);
-    dl->PopClipRect();
+    text_in_box(dl, ImVec2(a.x + pad, a.y + 3 + 2 * line), text_w, colors::kTextDim, buf);
     if (mouse.x >= a.x && mouse.x < b.x && mouse.y >= a.y && mouse.y < b.y)
       ImGui::SetTooltip("GPU %d (nvidia-smi): %s\n%s\nbus %s, %d SMs, %.0f GB/s memory\n%s",
                         i, g.name.c_str(), g.uuid.c_str(), g.pci_bus_id.c_str(), g.sm_count,
@@ -229,6 +249,15 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
                         on ? "visible to this process" : "hidden from this process by CUDA_VISIBLE_DEVICES");
   }
 
+  if (hide_mapping) {
+    const ImVec2 a(origin.x, logical_y), b(origin.x + width, logical_y + logical_h);
+    dl->AddRect(a, b, colors::kGrid, 4);
+    const char* note = zh ? "进程看到的设备：先回答课程里的问题，点“运行并检查”后显示"
+                          : "What the process sees shows after \"Run and check\": predict it first";
+    dl->AddText(ImGui::GetFont(), ImGui::GetFontSize(), ImVec2(a.x + 6, a.y + 3), colors::kWarning, note, nullptr,
+                width - 12);
+    return;
+  }
   // Logical devices and their arrows; the arrows glide to new targets when the mapping changes.
   const int m = vis.count();
   // As wide as the row allows (a few visible GPUs of eight get readable boxes), at most 120 px.
@@ -242,24 +271,25 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
     const ImVec2 a(lx0 + static_cast<float>(j) * (lw + gap), logical_y), b(a.x + lw, logical_y + logical_h);
     dl->AddRectFilled(a, b, colors::kLogicalBox, 4);
     const float pad = lw < 60 ? 2.0f : 5.0f;
-    dl->PushClipRect(a, b, true);
     std::snprintf(buf, sizeof buf, "cuda:%d", d.ordinal);
     if (ImGui::CalcTextSize(buf).x > lw - 2 * pad) std::snprintf(buf, sizeof buf, ":%d", d.ordinal);
-    dl->AddText(ImVec2(a.x + pad, a.y + 3), colors::kText, buf);
+    text_in_box(dl, ImVec2(a.x + pad, a.y + 3), lw - 2 * pad, colors::kText, buf);
     std::snprintf(buf, sizeof buf, "= GPU %d", d.physical_index);
     if (ImGui::CalcTextSize(buf).x > lw - 2 * pad) std::snprintf(buf, sizeof buf, "=%d", d.physical_index);
-    dl->AddText(ImVec2(a.x + pad, a.y + 3 + line), colors::kTextDim, buf);
-    dl->PopClipRect();
+    text_in_box(dl, ImVec2(a.x + pad, a.y + 3 + line), lw - 2 * pad, colors::kTextDim, buf);
     if (mouse.x >= a.x && mouse.x < b.x && mouse.y >= a.y && mouse.y < b.y)
       ImGui::SetTooltip("cuda:%d is physical GPU %d%s%s%s", d.ordinal, d.physical_index,
                         d.entry.empty() ? "" : " (entry '", d.entry.c_str(), d.entry.empty() ? "" : "')");
     const float target = box_x(d.physical_index) + box_w * 0.5f;
     float& x = arrow_x[static_cast<size_t>(j)];
     x = x < 0 ? target : x + (target - x) * k;
-    arrow(dl, ImVec2(a.x + lw * 0.5f, a.y - 1), ImVec2(x, phys_y + box_h + 3), colors::kAllocated, 2.0f);
+    draw_arrow(dl, ImVec2(a.x + lw * 0.5f, a.y - 1), ImVec2(x, phys_y + box_h + 3), colors::kAllocated, 2.0f, 7.0f);
   }
-  std::snprintf(buf, sizeof buf, "above: the physical GPUs in nvidia-smi order; below: what the process sees, %d device%s",
-                m, m == 1 ? "" : "s");
+  if (zh)
+    std::snprintf(buf, sizeof buf, "上面：按 nvidia-smi 顺序的物理 GPU；下面：进程看到的 %d 个设备", m);
+  else
+    std::snprintf(buf, sizeof buf, "above: the physical GPUs in nvidia-smi order; below: what the process sees, %d device%s",
+                  m, m == 1 ? "" : "s");
   float y = logical_y + logical_h + 3;
   // Wrapped to the panel: on a narrow panel the second half would be cut off.
   dl->AddText(ImGui::GetFont(), ImGui::GetFontSize(), ImVec2(origin.x, y), colors::kTextDim, buf, nullptr, width);
@@ -294,6 +324,11 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
     }
     std::snprintf(buf, sizeof buf, "%s %s", entry.empty() ? "''" : entry.c_str(), what);
     const ImVec2 sz = ImGui::CalcTextSize(buf);
+    if (x + sz.x + 8 > origin.x + width && x > origin.x + 60) {  // the next row, under the first entry
+      x = origin.x + ImGui::CalcTextSize("entries: ").x;
+      y += line + 4;
+    }
+    check_fit(buf, origin.x + width - x - 8);
     dl->AddRect(ImVec2(x, y - 1), ImVec2(x + sz.x + 8, y + line + 1), col);
     dl->AddText(ImVec2(x + 4, y), col, buf);
     x += sz.x + 14;

@@ -37,6 +37,11 @@ struct LessonView {
     return l && step >= 0 && step < static_cast<int>(l->steps.size())
                ? &l->steps[static_cast<size_t>(step)] : nullptr;
   }
+  // The current step asks a prediction and has not run yet: the panels must not show the answer.
+  bool awaiting_answer() const {
+    const lesson::Step* s = current_step();
+    return s && s->prediction && !running && !outcome(static_cast<size_t>(step));
+  }
   const lesson::StepOutcome* outcome(size_t index) const {
     if (!outcomes) return nullptr;
     auto it = outcomes->find(index);

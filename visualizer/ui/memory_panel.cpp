@@ -12,8 +12,12 @@
 #include <vector>
 
 #include "lesson_driver.h"  // defines: LessonView, StepMemory, current_step_memory
+#include "lang.h"    // defines: tr
 #include "panels.h"  // defines: the panel structs, Ui, human_bytes, short_gpu_name
+#include "run_banner.h"  // defines: draw_run_banner
+#include "text_fit.h"   // defines: text_in_box
 #include "theme.h"   // defines: colors::*, stage_color, with_alpha
+#include "wrapped_label.h"  // defines: wrapped_label
 
 namespace furnace::viz {
 namespace {
@@ -98,9 +102,7 @@ void draw_step_row(const StepRow& row, float figures_w, Fill fill) {
   const float label_w = std::min(ImGui::CalcTextSize("empty_cache ").x, width * 0.3f);
   const float bar_w = std::max(30.0f, width - label_w - figures_w - 8);
   const ImVec2 o = ImGui::GetCursorScreenPos();
-  dl->PushClipRect(o, ImVec2(o.x + label_w - 4, o.y + line), true);
-  dl->AddText(o, colors::kText, row.label.c_str());
-  dl->PopClipRect();
+  text_in_box(dl, o, label_w - 4, colors::kText, row.label.c_str());
   const float bx = o.x + label_w, h = line * 0.8f, by = o.y + (line - h) * 0.5f;
   dl->AddRectFilled(ImVec2(bx, by), ImVec2(bx + bar_w, by + h), colors::kFree);
   fill(bx, by, bar_w, h);
@@ -234,12 +236,64 @@ void draw_lesson_step(const LessonView& v, const std::optional<StepMemory>& m, b
   }
   ImGui::Spacing();
   ImGui::Separator();
-  dim_wrapped(zh ? "实时训练（可视化器自己的训练进程）：" : "Live run (the visualizer's own training process):");
+}
+
+
+// The first of `texts` that fits `room` (the last one otherwise, noted by check_fit when drawn).
+const std::string& first_fitting(const std::vector<std::string>& texts, float room) {
+  for (const std::string& t : texts)
+    if (ImGui::CalcTextSize(t.c_str()).x <= room) return t;
+  return texts.back();
+}
+
+// A round scale above `top` bytes: 1, 2 or 5 times a power of two's MiB/GiB unit, so the quarter
+// ticks read as plain numbers.
+double nice_scale(double top) {
+  double unit = 1024.0 * 1024.0;
+  while (unit * 1024 <= top) unit *= 1024;
+  for (double step = unit / 1024; step <= top * 4; step *= 2)
+    for (double m : {1.0, 2.5, 5.0})
+      if (step * m * 4 >= top && step * m * 4 >= 4096) return step * m * 4;
+  return std::max(top, 1.0);
+}
+
+// A bar's frame: the free background and quarter ticks, so lengths can be read against the scale.
+void bar_frame(ImDrawList* dl, float x, float y, float w, float h) {
+  dl->AddRectFilled(ImVec2(x, y), ImVec2(x + w, y + h), colors::kFree);
+  for (int q = 1; q < 4; ++q) {
+    const float tx = x + w * static_cast<float>(q) / 4.0f;
+    dl->AddLine(ImVec2(tx, y), ImVec2(tx, y + h), colors::kGrid, 1.0f);
+  }
+}
+
+// "cuda:0 = GPU 2" for a GPU this process sees, "GPU 2" otherwise.
+std::string row_name(const Snapshot& snap, int physical) {
+  for (const VisibleDevice& v : snap.visibility.devices)
+    if (v.physical_index == physical)
+      return "cuda:" + std::to_string(v.ordinal) + " = GPU " + std::to_string(physical);
+  return "GPU " + std::to_string(physical);
+}
+
+// The UserWarning as Python prints it, on one paragraph (its own line breaks and indents dropped).
+std::string one_paragraph(const std::string& warning) {
+  std::string out;
+  bool space = false;
+  for (char c : warning) {
+    if (c == '\n' || c == ' ') {
+      space = !out.empty();
+      continue;
+    }
+    if (space) out += ' ';
+    space = false;
+    out += c;
+  }
+  return out;
 }
 
 }  // namespace
 
 void MemoryPanel::draw_frame(AppState& app, const Snapshot& snap) {
+  const bool zh = app.lesson.zh;
   // The step's figures are read from its outcome once, when the results or the step change.
   const LessonView& v = snap.lesson;
   if (v.outcomes != step_outcomes_ || v.lesson != step_lesson_ || v.step != step_index_) {
@@ -248,120 +302,128 @@ void MemoryPanel::draw_frame(AppState& app, const Snapshot& snap) {
     step_index_ = v.step;
     step_memory_ = current_step_memory(v);
   }
-  draw_lesson_step(v, step_memory_, app.lesson.zh);
-  ImGui::Checkbox("bars to capacity", &capacity_scale);
+  draw_lesson_step(v, step_memory_, zh);
+  if (draw_run_banner(app, snap)) return;
+  for (const std::string& w : snap.training.warnings) {
+    wrapped_label(colors::kWarning, "UserWarning: " + one_paragraph(w));
+  }
+  ImGui::Checkbox(tr(zh, "to capacity###capacity", "按总容量###capacity"), &capacity_scale);
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip("off: PyTorch's bars share the scale of the busiest GPU\non: every bar is the GPU's whole memory");
-  ImGui::SameLine();
+    ImGui::SetTooltip("%s", tr(zh, "off: one scale for every bar, a little above the fullest GPU\n"
+                                   "on: every bar is the GPU's whole memory",
+                               "关：所有条同一比例，略高于最满的 GPU\n开：每条代表整块 GPU 的显存"));
   const float sw = ImGui::GetTextLineHeight() * 0.8f;
-  auto legend = [&](ImU32 c, const char* label) {
+  auto legend = [&](ImU32 c, const char* label) {  // on the line while it fits, else the next
+    ImGui::SameLine();
+    if (ImGui::GetContentRegionAvail().x < sw + 3 + ImGui::CalcTextSize(label).x) ImGui::NewLine();
     const ImVec2 p = ImGui::GetCursorScreenPos();
     ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(p.x, p.y + 3), ImVec2(p.x + sw, p.y + 3 + sw), c);
     ImGui::Dummy(ImVec2(sw, sw));
     ImGui::SameLine(0, 3);
     ImGui::TextUnformatted(label);
-    ImGui::SameLine();
   };
-  legend(colors::kAllocated, "allocated");
+  legend(colors::kContext, tr(zh, "context", "context"));
   legend(colors::kReserved, "reserved");
-  legend(colors::kContext, "CUDA context");
-  legend(colors::kPeak, "peak");
-  ImGui::NewLine();
-
-  float busiest = 1;  // MiB: the scale of the PyTorch bars and the history plots
-  for (const DeviceView& d : snap.devices)
-    busiest = std::max({busiest, static_cast<float>(d.peak_reserved) / (1024.0f * 1024.0f), d.reserved_mib.max()});
-  busiest *= 1.1f;
+  legend(colors::kAllocated, "allocated");
+  legend(colors::kPeak, tr(zh, "peak", "峰值"));
 
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float line = ImGui::GetTextLineHeight();
   const float width = ImGui::GetContentRegionAvail().x;
-  const float label_w = std::min(150.0f, width * 0.22f);
-  const float hist_w = std::min(160.0f, width * 0.25f);
-  const float bar_w = std::max(40.0f, width - label_w - hist_w - 16);
-  const ImVec2 mouse = ImGui::GetIO().MousePos;
-  char buf[192];
-  // Used GPUs get bars and history; GPUs the process never touched get one line (no context).
+  const float hist_w = width >= 480 ? std::min(140.0f, width * 0.22f) : 0.0f;  // history: only with room
+  const char* smi_label = "nvidia-smi";
+  const char* torch_label = "PyTorch";
+  const float label_w = std::max(ImGui::CalcTextSize(smi_label).x, ImGui::CalcTextSize(torch_label).x) + 8;
+  const float value_w = ImGui::CalcTextSize("999.9 MiB / 999.9 MiB").x + 8;
+  const float bar_w = std::max(40.0f, width - label_w - value_w - (hist_w > 0 ? hist_w + 10 : 0));
+  // Two scales, each shared by every GPU and printed above the rows: the nvidia-smi bars (the
+  // context, hundreds of MiB, in proportion to what the cache reserved) and the PyTorch bars
+  // (allocated inside reserved, so DataParallel's heavier cuda:0 stands out).
+  double smi_top = 1, torch_top = 1;
+  uint64_t capacity = 1;
   for (const DeviceView& d : snap.devices) {
+    capacity = std::max<uint64_t>(capacity, d.capacity);
+    if (!d.used) continue;
+    const double reserved = static_cast<double>(std::max(d.reserved, d.peak_reserved));
+    smi_top = std::max(smi_top, static_cast<double>(d.context) + reserved);
+    torch_top = std::max({torch_top, reserved, static_cast<double>(d.peak_allocated)});
+  }
+  const double smi_scale = capacity_scale ? static_cast<double>(capacity) : nice_scale(smi_top * 1.05);
+  const double torch_scale = capacity_scale ? static_cast<double>(capacity) : nice_scale(torch_top * 1.05);
+  {
+    char buf[200];
+    const std::string s = human_bytes(smi_scale), t = human_bytes(torch_scale);
+    std::snprintf(buf, sizeof buf, tr(zh, "scale: a full bar is %s (nvidia-smi) and %s (PyTorch); ticks at quarters",
+                                      "比例：整条 = %s（nvidia-smi）和 %s（PyTorch）；刻度为四分之一"),
+                  s.c_str(), t.c_str());
+    wrapped_label(colors::kTextDim, buf);
+  }
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  auto xs = [&](double bytes, double scale) { return std::min(bar_w, bar_w * static_cast<float>(bytes / scale)); };
+  // In the process's order (cuda:0, cuda:1, ...), then the GPUs it cannot see. Used GPUs get
+  // bars and history; GPUs the process never touched get one line (no context).
+  std::vector<const DeviceView*> rows;
+  for (const VisibleDevice& v : snap.visibility.devices)
+    if (v.physical_index >= 0 && v.physical_index < static_cast<int>(snap.devices.size()))
+      rows.push_back(&snap.devices[static_cast<size_t>(v.physical_index)]);
+  for (const DeviceView& d : snap.devices)
+    if (std::find(rows.begin(), rows.end(), &d) == rows.end()) rows.push_back(&d);
+  for (const DeviceView* row : rows) {
+    const DeviceView& d = *row;
     const ImVec2 o = ImGui::GetCursorScreenPos();
-    const float cap = static_cast<float>(std::max<uint64_t>(d.capacity, 1));
+    const std::string name = row_name(snap, d.index), gpu = short_gpu_name(d.name);
+    const std::string cap = human_bytes(static_cast<double>(d.capacity));
     if (!d.used) {
-      std::snprintf(buf, sizeof buf, "GPU %d", d.index);
-      dl->AddText(o, colors::kTextDim, buf);
-      for (const char* format : {"%s: not used by this process, no CUDA context (%s free)",
-                                 "%s: not used, no context (%s free)", "%s: not used (%s free)"}) {
-        std::snprintf(buf, sizeof buf, format, short_gpu_name(d.name).c_str(), human_bytes(cap).c_str());
-        if (ImGui::CalcTextSize(buf).x <= width - label_w) break;
-      }
-      dl->PushClipRect(o, ImVec2(o.x + width, o.y + line + 2), true);
-      dl->AddText(ImVec2(o.x + label_w, o.y), colors::kTextDim, buf);
-      dl->PopClipRect();
-      ImGui::Dummy(ImVec2(width, line + 4));
+      const std::string text = first_fitting(
+          {name + "  " + gpu + tr(zh, ": not used by this process, no CUDA context", "：进程没用过，没有 CUDA context"),
+           name + tr(zh, ": not used, no context", "：没用过，没有 context"), name + tr(zh, ": not used", "：没用过"), name},
+          width);
+      text_in_box(dl, o, width, colors::kTextDim, text.c_str());
+      ImGui::Dummy(ImVec2(width, line + 2));
       continue;
     }
-    const float row_h = 2 * line + 10;
+    const float row_h = 3 * line + 8;
     if (!ImGui::IsRectVisible(o, ImVec2(o.x + width, o.y + row_h))) {  // scrolled away: space only
       ImGui::Dummy(ImVec2(width, row_h + 4));
       continue;
     }
-    // Label.
-    std::snprintf(buf, sizeof buf, "GPU %d", d.index);
-    dl->AddText(o, colors::kText, buf);
-    dl->PushClipRect(ImVec2(o.x, o.y), ImVec2(o.x + label_w - 4, o.y + row_h), true);
-    dl->AddText(ImVec2(o.x, o.y + line + 2), colors::kTextDim, short_gpu_name(d.name).c_str());
-    dl->PopClipRect();
-    const float bx = o.x + label_w;
-    // Bar 1, what nvidia-smi shows: the context plus everything reserved, against capacity.
-    const float ctx = static_cast<float>(d.context);
-    const float h1 = line * 0.75f;
-    dl->AddRectFilled(ImVec2(bx, o.y), ImVec2(bx + bar_w, o.y + h1), colors::kFree);
-    bar_segment(dl, bx, o.y, h1, 0, bar_w * ctx / cap, colors::kContext);
-    bar_segment(dl, bx, o.y, h1, bar_w * ctx / cap,
-                bar_w * std::min(1.0f, (ctx + static_cast<float>(d.reserved)) / cap), colors::kReserved);
-    // Right-aligned inside the bar; a narrow panel drops words rather than spill onto the label.
-    const std::string smi = human_bytes(ctx + static_cast<float>(d.reserved));
-    for (const char* format : {"nvidia-smi %s / %s", "smi %s / %s", "%s"}) {
-      std::snprintf(buf, sizeof buf, format, smi.c_str(), human_bytes(cap).c_str());
-      if (ImGui::CalcTextSize(buf).x <= bar_w - 6) break;
-    }
-    const float tw = ImGui::CalcTextSize(buf).x;
-    dl->PushClipRect(ImVec2(bx, o.y), ImVec2(bx + bar_w, o.y + h1 + 2), true);
-    dl->AddText(ImVec2(std::max(bx + 3, bx + bar_w - tw - 3), o.y + (h1 - line) * 0.5f), colors::kTextDim, buf);
-    dl->PopClipRect();
+    const std::string title = first_fitting({name + "  " + gpu + "  " + cap, name + "  " + gpu, name}, width - hist_w);
+    text_in_box(dl, o, width - hist_w, colors::kText, title.c_str());
+    const float bx = o.x + label_w, h = line * 0.8f;
+    // Bar 1, what nvidia-smi shows: the context plus everything reserved.
+    const float y1 = o.y + line + 2;
+    text_in_box(dl, ImVec2(o.x, y1), label_w, colors::kTextDim, smi_label);
+    bar_frame(dl, bx, y1 + (line - h) * 0.5f, bar_w, h);
+    const double ctx = static_cast<double>(d.context), resv = static_cast<double>(d.reserved);
+    bar_segment(dl, bx, y1 + (line - h) * 0.5f, h, 0, xs(ctx, smi_scale), colors::kContext);
+    bar_segment(dl, bx, y1 + (line - h) * 0.5f, h, xs(ctx, smi_scale), xs(ctx + resv, smi_scale), colors::kReserved);
+    text_in_box(dl, ImVec2(bx + bar_w + 6, y1), value_w - 6, colors::kText, human_bytes(ctx + resv).c_str());
     // Bar 2, what PyTorch reports: allocated inside reserved, the peak as a tick.
-    const float scale = capacity_scale ? cap : busiest * 1024.0f * 1024.0f;
-    const float y2 = o.y + h1 + 3;
-    const float h2 = line * 0.9f;
-    auto xs = [&](double bytes) { return std::min(bar_w, bar_w * static_cast<float>(bytes) / scale); };
-    dl->AddRectFilled(ImVec2(bx, y2), ImVec2(bx + bar_w, y2 + h2), colors::kFree);
-    bar_segment(dl, bx, y2, h2, 0, xs(static_cast<double>(d.reserved)), colors::kReserved);
-    bar_segment(dl, bx, y2, h2, 0, xs(static_cast<double>(d.allocated)), colors::kAllocated);
-    const float pk = xs(static_cast<double>(d.peak_allocated));
-    if (pk > 0) dl->AddLine(ImVec2(bx + pk, y2 - 1), ImVec2(bx + pk, y2 + h2 + 1), colors::kPeak, 2);
-    // The longest caption that fits under the bar: a narrow panel drops words, not the figures.
-    const std::string a = human_bytes(static_cast<double>(d.allocated)), r = human_bytes(static_cast<double>(d.reserved));
-    for (const char* format : {"allocated %s   reserved %s   context %s", "allocated %s  reserved %s",
-                               "alloc %s  resv %s", "%s / %s"}) {
-      std::snprintf(buf, sizeof buf, format, a.c_str(), r.c_str(), human_bytes(ctx).c_str());
-      if (ImGui::CalcTextSize(buf).x <= bar_w) break;
-    }
-    dl->PushClipRect(ImVec2(bx, y2 + h2), ImVec2(bx + bar_w, y2 + h2 + line + 2), true);
-    dl->AddText(ImVec2(bx, y2 + h2 + 1), colors::kTextDim, buf);
-    dl->PopClipRect();
+    const float y2 = y1 + line + 2;
+    text_in_box(dl, ImVec2(o.x, y2), label_w, colors::kTextDim, torch_label);
+    const float by = y2 + (line - h) * 0.5f;
+    bar_frame(dl, bx, by, bar_w, h);
+    bar_segment(dl, bx, by, h, 0, xs(resv, torch_scale), colors::kReserved);
+    bar_segment(dl, bx, by, h, 0, xs(static_cast<double>(d.allocated), torch_scale), colors::kAllocated);
+    const float pk = xs(static_cast<double>(d.peak_allocated), torch_scale);
+    if (pk > 0) dl->AddLine(ImVec2(bx + pk, by - 2), ImVec2(bx + pk, by + h + 2), colors::kPeak, 2);
+    const std::string figures = human_bytes(static_cast<double>(d.allocated)) + " / " + human_bytes(resv);
+    text_in_box(dl, ImVec2(bx + bar_w + 6, y2), value_w - 6, colors::kText, figures.c_str());
     // History.
-    const ImVec2 ha(bx + bar_w + 10, o.y), hb(ha.x + hist_w, o.y + row_h - 4);
-    history_plot(dl, ha, hb, d.allocated_mib, d.reserved_mib, busiest);
-    if (mouse.x >= o.x && mouse.x < hb.x && mouse.y >= o.y && mouse.y < o.y + row_h)
-      ImGui::SetTooltip("GPU %d  %s\nmemory_allocated %s (peak %s)\nmemory_reserved  %s (peak %s)\n"
+    if (hist_w > 0) {
+      const ImVec2 ha(o.x + width - hist_w, o.y), hb(o.x + width, o.y + row_h - 4);
+      history_plot(dl, ha, hb, d.allocated_mib, d.reserved_mib, static_cast<float>(torch_scale / (1024.0 * 1024.0)));
+    }
+    if (mouse.x >= o.x && mouse.x < o.x + width && mouse.y >= o.y && mouse.y < o.y + row_h)
+      ImGui::SetTooltip("%s  %s\nmemory_allocated %s (peak %s)\nmemory_reserved  %s (peak %s)\n"
                         "CUDA context     %s\ncapacity         %s\n"
                         "nvidia-smi shows context + reserved; freed tensors stay reserved (cached)\n"
                         "history: the last %.0f s, allocated (line) and reserved (area)",
-                        d.index, d.name.c_str(), human_bytes(static_cast<double>(d.allocated)).c_str(),
-                        human_bytes(static_cast<double>(d.peak_allocated)).c_str(),
-                        human_bytes(static_cast<double>(d.reserved)).c_str(),
+                        name.c_str(), d.name.c_str(), human_bytes(static_cast<double>(d.allocated)).c_str(),
+                        human_bytes(static_cast<double>(d.peak_allocated)).c_str(), human_bytes(resv).c_str(),
                         human_bytes(static_cast<double>(d.peak_reserved)).c_str(), human_bytes(ctx).c_str(),
-                        human_bytes(cap).c_str(), d.allocated_mib.capacity() * 0.1);
-    ImGui::Dummy(ImVec2(width, row_h + 4));
+                        cap.c_str(), d.allocated_mib.capacity() * 0.1);
+    ImGui::Dummy(ImVec2(width, row_h));
   }
 }
 

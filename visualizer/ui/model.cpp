@@ -240,6 +240,7 @@ void SnapshotBuilder::add_progress(const Progress& p) {
   t.last_accuracy = p.accuracy;
   t.loss_scale = p.loss_scale != 1.0 ? p.loss_scale : 0.0;  // 1: no GradScaler (fp32, bf16)
   t.skipped_steps = p.skipped_steps;
+  if (p.warnings.size() != t.warnings.size()) t.warnings = p.warnings;
   loss_sum_ += p.loss;
   accuracy_sum_ += p.accuracy;
   if (++t.pending < t.stride) return;

@@ -112,5 +112,7 @@ struct Ui {
 std::string human_bytes(double bytes);     // "1.5 GiB", "512 KiB"
 std::string human_seconds(double seconds); // "12.3 us", "4.56 ms", "1.20 s"
 std::string short_gpu_name(const std::string& name);  // "NVIDIA H100 80GB HBM3" -> "H100 80GB HBM3"
+// A line from `from` to `to` with a filled head of size `head` at `to`.
+void draw_arrow(ImDrawList* dl, ImVec2 from, ImVec2 to, ImU32 col, float thickness, float head);
 
 }  // namespace furnace::viz

@@ -95,6 +95,8 @@ void Runner::run_one(const RunRequest& request, int generation) {
   status.scenario = describe_scenario(sc);
   status.accumulation = sc.accum;
   status.visible_devices = request.visible_devices.value_or("");
+  status.amp = sc.amp;
+  status.lesson_step = request.lesson_step;
   status.state = RunStatus::State::loading;
   status.message = "loading the dataset";
   feed_.begin_run(sc.backend, status);
@@ -116,6 +118,17 @@ void Runner::run_one(const RunRequest& request, int generation) {
     const double delay = delay_s_.load();
     if (delay > 0)
       cv_.wait_for(lock, std::chrono::duration<double>(delay), [this] { return stop_; });
+    if (!request.lesson_step.empty() && p.global_step >= p.total_steps && !stop_) {
+      status.held = true;
+      char line[160];
+      std::snprintf(line, sizeof line, "held after the step's %lld optimizer step%s, tensors kept",
+                    static_cast<long long>(p.global_step), p.global_step == 1 ? "" : "s");
+      status.message = line;
+      lock.unlock();
+      feed_.set_status(status);
+      lock.lock();
+      cv_.wait(lock, [this] { return stop_; });
+    }
     if (stop_) throw TrainingStopped();
   };
   try {

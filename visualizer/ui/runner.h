@@ -20,6 +20,9 @@ namespace furnace::viz {
 struct RunRequest {
   Scenario scenario;
   std::optional<std::string> visible_devices;  // CUDA_VISIBLE_DEVICES of the run; nullopt: unset
+  // A lesson step's run: after its last step it waits, tensors kept, until stopped or replaced,
+  // so the panels show the state the step's checks read (a finished run has freed everything).
+  std::string lesson_step;  // the step's id; empty: an ordinary run that finishes
 };
 
 // "MLP 784-512-512-10, batch 256, lr 0.1, 5 epochs on dgx-h100 (sim), cuda:0"

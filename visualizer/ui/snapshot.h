@@ -84,6 +84,7 @@ struct TrainingSeries {
   int64_t skipped_steps = 0;
   History loss_scale_log2{512};
   int micro_step = 0, accumulation = 1;
+  std::vector<std::string> warnings;  // the run's UserWarnings (DataParallel's imbalance check)
 
   void clear() { *this = TrainingSeries{}; }
 };
@@ -146,6 +147,11 @@ struct RunStatus {
   bool cuda_initialised = false; // the process has used a device: CUDA_VISIBLE_DEVICES is frozen
   std::string visible_devices;   // the CUDA_VISIBLE_DEVICES value the run started with
   int accumulation = 1;          // micro-batches per optimizer step (Scenario::accum)
+  std::string amp = "off";       // autocast's dtype: "off", "fp16" or "bf16" (Scenario::amp)
+  // A lesson step's run: it stops after the step's own steps and holds there (tensors kept, as a
+  // script paused after its loop) so the panels show the state the step's checks read.
+  bool held = false;
+  std::string lesson_step;       // the lesson step whose scenario this run is; empty: none
   int generation = 0;            // counts restarts
 };
 

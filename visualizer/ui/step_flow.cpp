@@ -24,19 +24,29 @@ StageKind stage_kind(std::string_view n) {
   return StageKind::other;
 }
 
-const char* stage_caption(StageKind k) {
+const char* stage_caption(StageKind k, bool zh) {
   switch (k) {
-    case StageKind::host_to_device: return "h2d: host memory to the device (the batch; under DataParallel, the labels)";
-    case StageKind::scatter: return "scatter: the batch is split into chunks, one per device";
-    case StageKind::replicate: return "replicate: parameters are broadcast from device_ids[0] to every replica";
-    case StageKind::forward: return "forward: every device runs the model on its own chunk";
-    case StageKind::gather: return "gather: the outputs flow to output_device";
-    case StageKind::gather_backward: return "gather's backward: the output gradient is split and sent back to each replica";
-    case StageKind::loss: return "loss: computed on one device, from the gathered outputs";
-    case StageKind::backward: return "backward: gradients are computed on every device";
-    case StageKind::reduce: return "reduce: gradients flow into device_ids[0] and are summed there";
-    case StageKind::optimizer: return "optimizer step: parameters are updated where they live";
-    case StageKind::scaler: return "GradScaler: unscale, check for inf/NaN, step or skip, update the scale";
+    case StageKind::host_to_device:
+      return zh ? "h2d：从主机内存拷到设备（这一批数据；DataParallel 下是标签）"
+                : "h2d: host memory to the device (the batch; under DataParallel, the labels)";
+    case StageKind::scatter:
+      return zh ? "scatter：这一批按行切块，每个设备一块" : "scatter: the batch is split into chunks of rows, one per device";
+    case StageKind::replicate:
+      return zh ? "replicate：参数从 device_ids[0] 广播到每个副本"
+                : "replicate: the weights are broadcast from device_ids[0] to every replica";
+    case StageKind::forward: return zh ? "forward：每个设备用自己那块数据跑模型" : "forward: every device runs the model on its own chunk";
+    case StageKind::gather: return zh ? "gather：输出汇集到 output_device" : "gather: the outputs flow to output_device";
+    case StageKind::gather_backward:
+      return zh ? "gather 的反向：输出的梯度切开，送回每个副本"
+                : "gather's backward: the output gradient is split and sent back to each replica";
+    case StageKind::loss: return zh ? "loss：在一个设备上，用汇集的输出计算" : "loss: computed on one device, from the gathered outputs";
+    case StageKind::backward: return zh ? "backward：每个设备计算梯度" : "backward: gradients are computed on every device";
+    case StageKind::reduce:
+      return zh ? "reduce：梯度流向 device_ids[0] 并在那里求和" : "reduce: gradients flow into device_ids[0] and are summed there";
+    case StageKind::optimizer: return zh ? "优化器：在参数所在的设备上更新参数" : "optimizer step: parameters are updated where they live";
+    case StageKind::scaler:
+      return zh ? "GradScaler：unscale，检查 inf/NaN，更新或跳过，调整 scale"
+                : "GradScaler: unscale, check for inf/NaN, step or skip, update the scale";
     case StageKind::other: return "";
   }
   return "";

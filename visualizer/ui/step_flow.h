@@ -26,7 +26,7 @@ enum class StageKind {
   other,
 };
 StageKind stage_kind(std::string_view phase_name);
-const char* stage_caption(StageKind k);  // one line saying what happens
+const char* stage_caption(StageKind k, bool zh = false);  // one line saying what happens
 
 struct Stage {
   const char* name = "";

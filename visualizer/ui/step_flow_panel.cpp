@@ -8,21 +8,32 @@
 #include <cmath>
 #include <cstdio>
 
+#include "lang.h"    // defines: tr
 #include "panels.h"  // defines: the panel structs, Ui, human_bytes, short_gpu_name
+#include "run_banner.h"  // defines: draw_run_banner
+#include "text_fit.h"   // defines: text_in_box
 #include "theme.h"   // defines: colors::*, stage_color, with_alpha
+#include "wrapped_label.h"  // defines: wrapped_label
 
 namespace furnace::viz {
 namespace {
 
 ImVec2 lerp(ImVec2 a, ImVec2 b, float t) { return ImVec2(a.x + (b.x - a.x) * t, a.y + (b.y - a.y) * t); }
 
-void token(ImDrawList* dl, ImVec2 c, ImU32 col, const char* label, float w = 34, float h = 18) {
-  const ImVec2 a(c.x - w * 0.5f, c.y - h * 0.5f), b(c.x + w * 0.5f, c.y + h * 0.5f);
-  dl->AddRectFilled(a, b, col);
+void token(ImDrawList* dl, ImVec2 c, ImU32 col, const char* label, float w = 0, float h = 18) {
   const ImVec2 s = ImGui::CalcTextSize(label);
-  dl->PushClipRect(a, b, true);
-  dl->AddText(ImVec2(c.x - s.x * 0.5f, c.y - s.y * 0.5f), colors::rgb(20, 20, 24), label);
-  dl->PopClipRect();
+  if (w <= 0) w = s.x + 10;
+  const ImVec2 a(c.x - w * 0.5f, c.y - h * 0.5f), b(c.x + w * 0.5f, c.y + h * 0.5f);
+  dl->AddRectFilled(a, b, col, 3);
+  text_in_box(dl, ImVec2(std::max(a.x + 2, c.x - s.x * 0.5f), c.y - s.y * 0.5f), w - 4, colors::rgb(20, 20, 24), label);
+}
+
+// Rows of Fashion-MNIST images in a copy of `bytes`: 784 fp32 pixels a row, with an int32 label
+// when the labels travel along (h2d on one device); 0 when the copy is something else.
+int64_t rows_of(uint64_t bytes) {
+  for (uint64_t row : {784u * 4u, 784u * 4u + 4u})
+    if (bytes > 0 && bytes % row == 0) return static_cast<int64_t>(bytes / row);
+  return 0;
 }
 
 }  // namespace
@@ -58,45 +69,60 @@ void StepFlowPanel::update(const Snapshot& snap, float dt) {
     show(snap.steps.back());
 }
 
-void StepFlowPanel::draw_frame(AppState& /*app*/, const Snapshot& /*snap*/) {
+void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
+  const bool zh = app.lesson.zh;
+  if (draw_run_banner(app, snap)) return;
   // ---- playback controls ----------------------------------------------------------------
-  if (ImGui::Button(player.playing ? "Pause" : "Play")) {
+  if (ImGui::Button(player.playing ? tr(zh, "Pause###play", "暂停###play") : tr(zh, "Play###play", "播放###play"))) {
     player.playing = !player.playing;
     player.once = false;
   }
   ImGui::SameLine();
-  if (ImGui::Button("Step")) player.step_phase(static_cast<int>(stages.size()));
-  if (ImGui::IsItemHovered()) ImGui::SetTooltip("play the next phase, then pause");
+  if (ImGui::Button(tr(zh, "Step###step", "单步###step"))) player.step_phase(static_cast<int>(stages.size()));
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tr(zh, "play the next phase, then pause", "播放下一阶段，然后暂停"));
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(110);
-  ImGui::SliderFloat("speed", &player.speed, 0.1f, 4.0f, "%.1fx", ImGuiSliderFlags_Logarithmic);
+  ImGui::SetNextItemWidth(90);
+  ImGui::SliderFloat(tr(zh, "speed###speed", "速度###speed"), &player.speed, 0.1f, 4.0f, "%.1fx", ImGuiSliderFlags_Logarithmic);
   ImGui::SameLine();
-  ImGui::Checkbox("follow", &player.follow);
-  if (ImGui::IsItemHovered()) ImGui::SetTooltip("after the last phase, move on to the newest step");
+  ImGui::Checkbox(tr(zh, "follow###follow", "跟随###follow"), &player.follow);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("%s", tr(zh, "after the last phase, move on to the newest step", "播完最后一个阶段后，跳到最新的一步"));
   const StepPhases* step = shown.spans.empty() ? nullptr : &shown;
-  ImGui::SameLine();
+  char buf[256];
+  // Which step this is, in the status line's count (optimizer steps from 1) against the newest.
   if (step)
-    ImGui::TextDisabled("step %lld  (loss %.4f)", static_cast<long long>(step->step + 1), step->loss);
+    std::snprintf(buf, sizeof buf, tr(zh, "step %lld of %lld", "第 %lld 步（共 %lld）"),
+                  static_cast<long long>(step->step + 1), static_cast<long long>(snap.training.global_step));
   else
-    ImGui::TextDisabled("waiting for the first step's phase events");
+    std::snprintf(buf, sizeof buf, "%s", tr(zh, "waiting for the first step", "等待第一步"));
+  ImGui::SameLine();
+  if (ImGui::CalcTextSize(buf).x > ImGui::GetContentRegionAvail().x) ImGui::NewLine();
+  ImGui::TextDisabled("%s", buf);
   if (!step || stages.empty()) return;
 
   const int cur = std::clamp(player.stage, 0, static_cast<int>(stages.size()) - 1);
   const Stage& st = stages[static_cast<size_t>(cur)];
   const float p = player.transition();
-  char buf[192];
+  double step_total = 0;
+  for (const Stage& s : stages) step_total += s.dur;
   if (st.repeat > 1)
-    std::snprintf(buf, sizeof buf, "%s (micro-step %d)", st.name, st.repeat);
+    std::snprintf(buf, sizeof buf, tr(zh, "%s (micro-step %d)", "%s（第 %d 个微批次）"), st.name, st.repeat);
   else
     std::snprintf(buf, sizeof buf, "%s", st.name);
   ImGui::PushStyleColor(ImGuiCol_Text, stage_color(st.kind));
   ImGui::TextUnformatted(buf);
   ImGui::PopStyleColor();
   ImGui::SameLine();
-  double step_total = 0;
-  for (const Stage& s : stages) step_total += s.dur;
-  ImGui::TextDisabled("%s  (%s, %.0f%% of the step)", stage_caption(st.kind), human_seconds(st.dur).c_str(),
-                      step_total > 0 ? 100.0 * st.dur / step_total : 0.0);
+  std::snprintf(buf, sizeof buf, tr(zh, "%s  (%s, %.0f%% of the step)", "%s（%s，占这一步的 %.0f%%）"),
+                stage_caption(st.kind, zh), human_seconds(st.dur).c_str(),
+                step_total > 0 ? 100.0 * st.dur / step_total : 0.0);
+  wrapped_label(colors::kTextDim, buf);
+  if (snap.run.amp == "fp16" || snap.run.amp == "bf16") {
+    std::snprintf(buf, sizeof buf, tr(zh, "autocast %s: activations and the GEMMs are %s; weights and gradients fp32",
+                                      "autocast %s：激活值和矩阵乘是 %s；权重和梯度是 fp32"),
+                  snap.run.amp.c_str(), snap.run.amp.c_str());
+    wrapped_label(colors::kPeak, buf);
+  }
 
   // ---- the diagram ------------------------------------------------------------------------
   ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -104,33 +130,37 @@ void StepFlowPanel::draw_frame(AppState& /*app*/, const Snapshot& /*snap*/) {
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float line = ImGui::GetTextLineHeight();
   const float strip_h = 2 * line + 10;
-  const float width = std::max(avail.x, 200.0f);
-  const float height = std::max(avail.y - strip_h, 6 * line);
+  const float width = std::max(avail.x, 120.0f);
+  const float height = std::max(avail.y - strip_h, 7 * line);
   const std::vector<int> devices = step_devices(*step);
   const int hub = hub_device(*step);
   const int n = static_cast<int>(devices.size());
   const float gap = 10;
-  const float box_w = std::min(150.0f, (width - gap * static_cast<float>(n - 1)) / static_cast<float>(std::max(n, 1)));
-  const float box_h = std::min(3 * line + 16, height * 0.42f);
+  const float box_w = std::min(190.0f, (width - gap * static_cast<float>(n - 1)) / static_cast<float>(std::max(n, 1)));
+  const float box_h = std::clamp(height * 0.42f, 2 * line + 10, 4 * line + 14);
   const float row_w = box_w * static_cast<float>(n) + gap * static_cast<float>(n - 1);
   const float x0 = origin.x + (width - row_w) * 0.5f;
   const float dev_y = origin.y + height - box_h - 4;
-  const ImVec2 host_a(origin.x + width * 0.5f - 70, origin.y + 2), host_b(origin.x + width * 0.5f + 70, origin.y + 2 + 2 * line + 6);
-  const ImVec2 host_c((host_a.x + host_b.x) * 0.5f, host_b.y);
+  const float host_w = std::min(width, std::max(200.0f, width * 0.4f));
+  const ImVec2 host_a(origin.x + (width - host_w) * 0.5f, origin.y + 2), host_b(host_a.x + host_w, origin.y + 2 + 2 * line + 6);
   auto dev_index = [&](int device) {
     return static_cast<int>(std::find(devices.begin(), devices.end(), device) - devices.begin());
   };
+  // Where a token stops above a device: clear of the box and its labels.
+  const float token_h = line + 4;
   auto dev_top = [&](int device) {
     const int i = dev_index(device);
-    return ImVec2(x0 + static_cast<float>(i) * (box_w + gap) + box_w * 0.5f, dev_y);
+    return ImVec2(x0 + static_cast<float>(i) * (box_w + gap) + box_w * 0.5f, dev_y - token_h * 0.5f - 3);
   };
   const ImVec2 hub_top = dev_top(hub);
+  const float pad = box_w < 70 ? 3.0f : 6.0f;
 
   // Host and devices.
   dl->AddRectFilled(host_a, host_b, colors::kHost, 4);
-  std::snprintf(buf, sizeof buf, "host (CPU)");
-  dl->AddText(ImVec2(host_a.x + 6, host_a.y + 3), colors::kText, buf);
-  dl->AddText(ImVec2(host_a.x + 6, host_a.y + 3 + line), colors::kTextDim, "the batch, the loop");
+  text_in_box(dl, ImVec2(host_a.x + 6, host_a.y + 3), host_w - 12, colors::kText, tr(zh, "host (CPU)", "主机（CPU）"));
+  text_in_box(dl, ImVec2(host_a.x + 6, host_a.y + 3 + line), host_w - 12, colors::kTextDim,
+              tr(zh, "the batch, the training loop", "这一批数据，训练循环"));
+  bool hub_abbreviated = false;  // "[0]" in a narrow box, explained under the strip
   for (int i = 0; i < n; ++i) {
     const int d = devices[static_cast<size_t>(i)];
     const ImVec2 a(x0 + static_cast<float>(i) * (box_w + gap), dev_y), b(a.x + box_w, dev_y + box_h);
@@ -139,22 +169,23 @@ void StepFlowPanel::draw_frame(AppState& /*app*/, const Snapshot& /*snap*/) {
       if (s.device == d) span = &s;
     dl->AddRectFilled(a, b, colors::kGpuBox, 4);
     dl->AddRect(a, b, span ? stage_color(st.kind) : colors::kGrid, 4, 0, span ? 2.5f : 1.0f);
-    dl->PushClipRect(a, b, true);
+    const float room = box_w - 2 * pad;
+    float y = a.y + 3;
     std::snprintf(buf, sizeof buf, "cuda:%d", d);
-    dl->AddText(ImVec2(a.x + 5, a.y + 3), colors::kText, buf);
-    if (d == hub && n > 1) {  // where the loss is, the parameters live and the gradients meet
-      const float tw = ImGui::CalcTextSize("[0]").x;
-      dl->AddText(ImVec2(b.x - tw - 5, a.y + 3), colors::kPeak, "[0]");
+    if (ImGui::CalcTextSize(buf).x > room) std::snprintf(buf, sizeof buf, "%d", d);
+    text_in_box(dl, ImVec2(a.x + pad, y), room, colors::kText, buf);
+    y += line;
+    if (d == hub && n > 1 && y + line <= b.y) {  // where the loss is, the weights live and the gradients meet
+      const char* hub_label = ImGui::CalcTextSize("device_ids[0]").x <= room ? "device_ids[0]" : "[0]";
+      hub_abbreviated = hub_label[0] == '[';
+      text_in_box(dl, ImVec2(a.x + pad, y), room, colors::kPeak, hub_label);
+      y += line;
     }
-    if (span) {
+    if (span && y + line <= b.y) {
       std::snprintf(buf, sizeof buf, "%s", human_seconds(span->dur).c_str());
-      dl->AddText(ImVec2(a.x + 5, a.y + 3 + line), colors::kTextDim, buf);
-      if (span->copy_bytes) {
-        std::snprintf(buf, sizeof buf, "%s copied", human_bytes(static_cast<double>(span->copy_bytes)).c_str());
-        dl->AddText(ImVec2(a.x + 5, a.y + 3 + 2 * line), colors::kTextDim, buf);
-      }
+      text_in_box(dl, ImVec2(a.x + pad, y), room, colors::kTextDim, buf);
+      y += line;
     }
-    dl->PopClipRect();
     // Compute stages fill a bar in proportion to the device's share of the stage's time.
     if (span && (st.kind == StageKind::forward || st.kind == StageKind::backward || st.kind == StageKind::other ||
                  st.kind == StageKind::optimizer || st.kind == StageKind::loss)) {
@@ -164,62 +195,84 @@ void StepFlowPanel::draw_frame(AppState& /*app*/, const Snapshot& /*snap*/) {
     }
   }
 
-  // The stage's motion.
+  // The stage's motion: arrows for the paths, tokens moving along them.
   const ImU32 col = stage_color(st.kind);
+  const ImU32 path = with_alpha(col, 0.45f);
+  auto slot = [&](size_t i, size_t count) {  // where chunk i leaves the host
+    const float slice = host_w / static_cast<float>(count);
+    return ImVec2(host_a.x + slice * (static_cast<float>(i) + 0.5f), host_b.y);
+  };
   switch (st.kind) {
     case StageKind::host_to_device:
     case StageKind::scatter:
       for (size_t i = 0; i < st.spans.size(); ++i) {  // chunk i leaves its slice of the batch
         const PhaseSpan& s = st.spans[i];
-        const double kib = static_cast<double>(s.copy_bytes) / 1024.0;
-        if (n >= 5)  // narrow boxes: "98K"
-          std::snprintf(buf, sizeof buf, kib >= 1024 ? "%.0fM" : "%.0fK", kib >= 1024 ? kib / 1024 : kib);
+        const int64_t rows = rows_of(s.copy_bytes);
+        // DataParallel's h2d carries the labels alone (int32, to output_device).
+        const bool labels_only = st.kind == StageKind::host_to_device && n > 1 && s.copy_bytes % 4 == 0 && rows == 0;
+        if (labels_only)
+          std::snprintf(buf, sizeof buf, tr(zh, "%lld labels", "%lld 个标签"), static_cast<long long>(s.copy_bytes / 4));
+        else if (rows > 0)
+          std::snprintf(buf, sizeof buf, tr(zh, "%lld rows", "%lld 行"), static_cast<long long>(rows));
         else
-          std::snprintf(buf, sizeof buf, "%s", s.copy_bytes ? human_bytes(static_cast<double>(s.copy_bytes)).c_str() : "x");
-        const float slice = (host_b.x - host_a.x) / static_cast<float>(st.spans.size());
-        const ImVec2 from(host_a.x + slice * (static_cast<float>(i) + 0.5f), host_b.y);
-        const float room = std::max(slice, (box_w + gap) * p) - 3;
-        const float w = std::min(ImGui::CalcTextSize(buf).x + 10, std::max(room, 12.0f));
-        token(dl, lerp(from, dev_top(s.device), p), col, buf, w);
+          std::snprintf(buf, sizeof buf, "%s", human_bytes(static_cast<double>(s.copy_bytes)).c_str());
+        if (ImGui::CalcTextSize(buf).x + 8 > box_w && rows > 0)
+          std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(rows));  // narrow: the count alone
+        const ImVec2 from = slot(i, st.spans.size()), to = dev_top(s.device);
+        draw_arrow(dl, from, ImVec2(to.x, to.y + token_h * 0.5f), path, 1.5f, 6.0f);
+        token(dl, lerp(ImVec2(from.x, from.y + token_h * 0.5f + 2), to, p), col, buf,
+              std::min(ImGui::CalcTextSize(buf).x + 10, box_w), token_h);
       }
       break;
     case StageKind::replicate:
       for (const PhaseSpan& s : st.spans)
-        if (s.device != hub || n == 1) token(dl, lerp(hub_top, dev_top(s.device), p), col, "W");
+        if (s.device != hub || n == 1) {
+          draw_arrow(dl, hub_top, dev_top(s.device), path, 1.5f, 6.0f);
+          token(dl, lerp(hub_top, dev_top(s.device), p), col, tr(zh, "weights", "权重"), 0, token_h);
+        }
       break;
     case StageKind::gather_backward:
       for (const PhaseSpan& s : st.spans)
-        if (s.device != hub) token(dl, lerp(hub_top, dev_top(s.device), p), col, "∂out", 40);
+        if (s.device != hub) {
+          draw_arrow(dl, hub_top, dev_top(s.device), path, 1.5f, 6.0f);
+          token(dl, lerp(hub_top, dev_top(s.device), p), col, "∂out", 0, token_h);
+        }
       break;
     case StageKind::gather:
       for (const PhaseSpan& s : st.spans)
-        if (s.device != hub) token(dl, lerp(dev_top(s.device), hub_top, p), col, "out");
-      if (n == 1 || st.spans.size() == 1) token(dl, ImVec2(hub_top.x, hub_top.y - 14), col, "out");
+        if (s.device != hub) {
+          draw_arrow(dl, dev_top(s.device), hub_top, path, 1.5f, 6.0f);
+          token(dl, lerp(dev_top(s.device), hub_top, p), col, "out", 0, token_h);
+        }
+      if (n == 1 || st.spans.size() == 1) token(dl, hub_top, col, "out", 0, token_h);
       break;
     case StageKind::reduce:
       for (const PhaseSpan& s : st.spans)
-        if (s.device != hub) token(dl, lerp(dev_top(s.device), hub_top, p), col, "∇");
-      if (p >= 1.0f) token(dl, ImVec2(hub_top.x, hub_top.y - 14), col, "Σ ∇", 44);
+        if (s.device != hub) {
+          draw_arrow(dl, dev_top(s.device), hub_top, path, 1.5f, 6.0f);
+          token(dl, lerp(dev_top(s.device), hub_top, p), col, "∇W", 0, token_h);
+        }
+      if (p >= 1.0f) token(dl, hub_top, col, "Σ ∇W", 0, token_h);
       break;
     case StageKind::loss:
       std::snprintf(buf, sizeof buf, "loss %.4f", step->loss);
-      token(dl, ImVec2(hub_top.x, hub_top.y - 14 - 10 * (1 - p)), with_alpha(col, 0.3f + 0.7f * p), buf, ImGui::CalcTextSize(buf).x + 12);
+      token(dl, ImVec2(hub_top.x, hub_top.y - 10 * (1 - p)), with_alpha(col, 0.3f + 0.7f * p), buf, 0, token_h);
       break;
     case StageKind::backward:
-      for (const PhaseSpan& s : st.spans) token(dl, ImVec2(dev_top(s.device).x, dev_top(s.device).y - 14), with_alpha(col, p), "∇W");
+      for (const PhaseSpan& s : st.spans) token(dl, dev_top(s.device), with_alpha(col, p), "∇W", 0, token_h);
       break;
     case StageKind::forward:
-      for (const PhaseSpan& s : st.spans) token(dl, ImVec2(dev_top(s.device).x, dev_top(s.device).y - 14), with_alpha(col, p), "x→y");
+      for (const PhaseSpan& s : st.spans) token(dl, dev_top(s.device), with_alpha(col, p), "x→y", 0, token_h);
       break;
     case StageKind::optimizer:
       for (const PhaseSpan& s : st.spans)
-        token(dl, ImVec2(dev_top(s.device).x, dev_top(s.device).y - 14), with_alpha(col, 1.0f - 0.5f * p), "W -= lr·v", 76);
+        token(dl, dev_top(s.device), with_alpha(col, 1.0f - 0.5f * p), box_w >= 90 ? "W -= lr·v" : "W", 0, token_h);
       break;
     case StageKind::scaler:
-      token(dl, ImVec2(hub_top.x, hub_top.y - 14), col, "inf/NaN? step : skip", 150);
+      token(dl, hub_top, col, tr(zh, "inf/NaN? skip : step", "有 inf/NaN？跳过：更新"), 0, token_h);
       break;
     case StageKind::other:
-      for (const PhaseSpan& s : st.spans) token(dl, ImVec2(dev_top(s.device).x, dev_top(s.device).y - 14), with_alpha(col, p), st.name, ImGui::CalcTextSize(st.name).x + 12);
+      for (const PhaseSpan& s : st.spans) token(dl, dev_top(s.device), with_alpha(col, p), st.name, 0, token_h);
       break;
   }
   ImGui::Dummy(ImVec2(width, height));
@@ -239,11 +292,7 @@ void StepFlowPanel::draw_frame(AppState& /*app*/, const Snapshot& /*snap*/) {
     const bool current = static_cast<int>(i) == cur;
     dl->AddRectFilled(a, b, with_alpha(stage_color(s.kind), current ? 1.0f : 0.45f));
     if (current) dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(b.x + 1, b.y + 1), colors::kText, 2, 0, 1.5f);
-    if (ImGui::CalcTextSize(s.name).x + 4 < w) {
-      dl->PushClipRect(a, b, true);
-      dl->AddText(ImVec2(a.x + 2, a.y + 2), colors::rgb(16, 16, 20), s.name);
-      dl->PopClipRect();
-    }
+    if (ImGui::CalcTextSize(s.name).x + 4 < w) text_in_box(dl, ImVec2(a.x + 2, a.y + 2), w - 4, colors::rgb(16, 16, 20), s.name);
     if (mouse.x >= a.x && mouse.x < b.x && mouse.y >= a.y && mouse.y < b.y) {
       ImGui::SetTooltip("%s: %s on %zu device%s (%.0f%% of the step)%s\nclick to jump here", s.name,
                         human_seconds(s.dur).c_str(), s.spans.size(), s.spans.size() == 1 ? "" : "s",
@@ -253,7 +302,10 @@ void StepFlowPanel::draw_frame(AppState& /*app*/, const Snapshot& /*snap*/) {
     x += w;
   }
   ImGui::Dummy(ImVec2(width, line + 6));
-  ImGui::TextDisabled("one step = %s of modelled device time; widths to scale", human_seconds(total).c_str());
+  std::snprintf(buf, sizeof buf, tr(zh, "one step = %s of modelled device time; widths to scale%s",
+                                    "一步 = 建模设备时间 %s；宽度按比例%s"), human_seconds(total).c_str(),
+                hub_abbreviated ? tr(zh, "; [0] = device_ids[0]", "；[0] = device_ids[0]") : "");
+  wrapped_label(colors::kTextDim, buf);
 }
 
 }  // namespace furnace::viz

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "font_file.h"      // defines: font_file_problem (FreeType)
+#include "lang.h"           // defines: ui_glyphs
 #include "font_search.h"    // defines: find_font, FoundFont (fontconfig)
 #include "furnace/error.h"  // defines: printable
 
@@ -148,6 +149,7 @@ FontReport load_fonts(ImGuiIO& io, float size_px, bool cjk, const std::string& e
     ImFontGlyphRangesBuilder builder;
     builder.AddRanges(io.Fonts->GetGlyphRangesChineseSimplifiedCommon());
     builder.AddText(extra_text.c_str());
+    builder.AddText(ui_glyphs());
     ranges.clear();
     builder.BuildRanges(&ranges);
     if (io.Fonts->AddFontFromFileTTF(chinese.file.c_str(), size_px, &cfg, ranges.Data))

@@ -10,7 +10,10 @@
 #include <imgui.h>
 #include <imgui_stdlib.h>  // defines: ImGui::InputText for std::string
 
-#include "panels.h"  // defines: the panel structs, Ui, human_bytes, short_gpu_name
+#include "lang.h"        // defines: tr
+#include "panels.h"      // defines: the panel structs, Ui, human_bytes, short_gpu_name
+#include "run_banner.h"  // defines: draw_run_banner
+#include "text_fit.h"    // defines: text_in_box
 #include "theme.h"   // defines: colors::*, stage_color, with_alpha
 
 namespace furnace::viz {
@@ -48,19 +51,20 @@ void TimelinePanel::draw_frame(AppState& app, const Snapshot& snap) {
   }
 
   // ---- toolbar ------------------------------------------------------------------------------
+  const bool zh = app.lesson.zh;
   if (have_file) {
     int src = show_file ? 1 : 0;
-    ImGui::RadioButton("live", &src, 0);
+    ImGui::RadioButton(tr(zh, "live###live", "实时###live"), &src, 0);
     ImGui::SameLine();
-    ImGui::RadioButton("file", &src, 1);
+    ImGui::RadioButton(tr(zh, "file###file", "文件###file"), &src, 1);
     show_file = src == 1;
     ImGui::SameLine();
   }
   ImGui::BeginDisabled(!live);
-  ImGui::Checkbox("follow", &follow);
+  ImGui::Checkbox(tr(zh, "follow###follow", "跟随###follow"), &follow);
   ImGui::EndDisabled();
   ImGui::SameLine();
-  if (ImGui::Button("fit")) {
+  if (ImGui::Button(tr(zh, "fit###fit", "全部###fit"))) {
     follow = false;
     auto_span = false;
     view_start = data.t_min;
@@ -70,16 +74,16 @@ void TimelinePanel::draw_frame(AppState& app, const Snapshot& snap) {
   ImGui::SetNextItemWidth(std::max(120.0f, ImGui::GetContentRegionAvail().x * 0.35f));
   ImGui::InputTextWithHint("##trace", "trace.json (furnace train --trace)", &path);
   ImGui::SameLine();
-  if (ImGui::Button("open") && !path.empty()) {
+  if (ImGui::Button(tr(zh, "open###open", "打开###open")) && !path.empty()) {
     app.open_trace = path;
     show_file = true;
   }
   if (have_file) {
     ImGui::SameLine();
-    if (ImGui::Button("close")) app.close_trace_requested = true;
+    if (ImGui::Button(tr(zh, "close###close", "关闭###close"))) app.close_trace_requested = true;
   }
   ImGui::SameLine();
-  ImGui::TextDisabled("%s", live ? "live, modelled device clock" : data.source.c_str());
+  ImGui::TextDisabled("%s", live ? tr(zh, "live, modelled device clock", "实时，建模的设备时钟") : data.source.c_str());
   for (const auto& [col, label] : {std::pair{colors::kKernel, "kernel"}, std::pair{colors::kCopy, "copy"}}) {
     ImGui::SameLine();
     const ImVec2 p = ImGui::GetCursorScreenPos();
@@ -94,8 +98,9 @@ void TimelinePanel::draw_frame(AppState& app, const Snapshot& snap) {
     ImGui::TextWrapped("%s", app.trace_error.c_str());
     ImGui::PopStyleColor();
   }
+  if (live && draw_run_banner(app, snap)) return;
   if (data.tracks.empty()) {
-    ImGui::TextDisabled("no events yet");
+    ImGui::TextDisabled("%s", tr(zh, "no events yet", "还没有事件"));
     return;
   }
 
@@ -142,7 +147,8 @@ void TimelinePanel::draw_frame(AppState& app, const Snapshot& snap) {
     const float x = to_x(t);
     dl->AddLine(ImVec2(x, top.y + line), ImVec2(x, top.y + line + 4), colors::kTextDim);
     std::snprintf(buf, sizeof buf, "%s", human_seconds(t).c_str());
-    dl->AddText(ImVec2(x + 2, top.y), colors::kTextDim, buf);
+    // A label that would run past the right edge is left out (its tick stays).
+    if (x + 2 + ImGui::CalcTextSize(buf).x <= top.x + width) text_in_box(dl, ImVec2(x + 2, top.y), top.x + width - x - 2, colors::kTextDim, buf);
   }
   ImGui::Dummy(ImVec2(width, line + 6));
 
@@ -228,7 +234,7 @@ void TimelinePanel::draw_frame(AppState& app, const Snapshot& snap) {
       }
       flush();
       dl->PopClipRect();
-      ImGui::Dummy(ImVec2(width, row_h));
+      ImGui::Dummy(ImVec2(ImGui::GetContentRegionAvail().x, row_h));  // left of the scroll bar
     }
   }
   clipper.End();

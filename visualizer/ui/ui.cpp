@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "lang.h"    // defines: tr
 #include "panels.h"  // defines: the panel structs, Ui, human_bytes, short_gpu_name
 #include "theme.h"   // defines: colors::*, stage_color, with_alpha
 
@@ -22,17 +23,23 @@ const char* panel_name(PanelId id) {
   return "?";
 }
 
-const char* panel_title(PanelId id) {
+const char* panel_title(PanelId id, bool zh) {
+  // "###name": the window keeps its place and size when the language changes.
   switch (id) {
-    case PanelId::devices: return "Devices 设备";
-    case PanelId::step_flow: return "Step flow 单步流程";
-    case PanelId::memory: return "Memory 显存";
-    case PanelId::training: return "Training 训练";
-    case PanelId::timeline: return "Timeline 时间线";
-    case PanelId::controls: return "Controls 控制";
-    case PanelId::lesson: return "Lesson 课程";
+    case PanelId::devices: return zh ? "设备###devices" : "Devices 设备###devices";
+    case PanelId::step_flow: return zh ? "单步流程：一个训练步###flow" : "Step flow 单步流程###flow";
+    case PanelId::memory: return zh ? "显存###memory" : "Memory 显存###memory";
+    case PanelId::training: return zh ? "训练###training" : "Training 训练###training";
+    case PanelId::timeline: return zh ? "时间线###timeline" : "Timeline 时间线###timeline";
+    case PanelId::controls: return zh ? "控制###controls" : "Controls 控制###controls";
+    case PanelId::lesson: return zh ? "课程###lesson" : "Lesson 课程###lesson";
   }
   return "?";
+}
+
+std::string panel_display_name(PanelId id, bool zh) {
+  const std::string title = panel_title(id, zh);
+  return title.substr(0, title.find("###"));
 }
 
 std::optional<PanelId> parse_panel(std::string_view name) {
@@ -75,6 +82,16 @@ std::string short_gpu_name(const std::string& name) {
   return s;
 }
 
+void draw_arrow(ImDrawList* dl, ImVec2 from, ImVec2 to, ImU32 col, float thickness, float head) {
+  dl->AddLine(from, to, col, thickness);
+  const float dx = to.x - from.x, dy = to.y - from.y;
+  const float len = std::sqrt(dx * dx + dy * dy);
+  if (len < 1) return;
+  const float ux = dx / len, uy = dy / len, s = head;
+  dl->AddTriangleFilled(to, ImVec2(to.x - ux * s * 1.6f - uy * s, to.y - uy * s * 1.6f + ux * s),
+                        ImVec2(to.x - ux * s * 1.6f + uy * s, to.y - uy * s * 1.6f - ux * s), col);
+}
+
 namespace {
 
 struct Rect {
@@ -102,7 +119,22 @@ Rect default_rect(PanelId id, ImVec2 size, float top, bool lesson_open) {
   return {0, top, W, H};
 }
 
+// The run's state as the status line says it ("held": a lesson step's run after its last step).
+const char* state_label(const RunStatus& run, bool zh) {
+  if (run.held) return tr(zh, "held", "已暂停");
+  switch (run.state) {
+    case RunStatus::State::idle: return tr(zh, "idle", "空闲");
+    case RunStatus::State::loading: return tr(zh, "loading", "加载中");
+    case RunStatus::State::running: return tr(zh, "training", "训练中");
+    case RunStatus::State::finished: return tr(zh, "finished", "已完成");
+    case RunStatus::State::stopped: return tr(zh, "stopped", "已停止");
+    case RunStatus::State::failed: return tr(zh, "failed", "失败");
+  }
+  return "?";
+}
+
 void draw_status(const AppState& app, const Snapshot& snap) {
+  const bool zh = app.lesson.zh;
   const RunStatus& run = snap.run;
   ImU32 dot = colors::kTextDim;
   switch (run.state) {
@@ -114,23 +146,26 @@ void draw_status(const AppState& app, const Snapshot& snap) {
   char line[192];
   const TrainingSeries& t = snap.training;
   if (t.total_steps > 0)
-    std::snprintf(line, sizeof line, "%s  step %lld/%lld  epoch %d/%d   %s  %.1f ms/frame",
-                  run_state_name(run.state), static_cast<long long>(t.global_step),
+    std::snprintf(line, sizeof line, tr(zh, "%s  step %lld/%lld  epoch %d/%d   %s  %.1f ms/frame",
+                                         "%s  第 %lld/%lld 步  第 %d/%d 轮   %s  %.1f ms/帧"),
+                  state_label(run, zh), static_cast<long long>(t.global_step),
                   static_cast<long long>(t.total_steps), t.epoch, t.epochs,
                   snap.topology.name.c_str(), app.frame_ms);
   else
-    std::snprintf(line, sizeof line, "%s   %s  %.1f ms/frame", run_state_name(run.state),
+    std::snprintf(line, sizeof line, tr(zh, "%s   %s  %.1f ms/frame", "%s   %s  %.1f ms/帧"), state_label(run, zh),
                   snap.topology.name.c_str(), app.frame_ms);
-  float w = ImGui::CalcTextSize(line).x + 32;
-  const float room = ImGui::GetWindowWidth() - ImGui::GetCursorPosX() - 16;
-  if (w > room) {  // a narrow window: the state and the step only
-    std::snprintf(line, sizeof line, "%s %lld/%lld", run_state_name(run.state),
-                  static_cast<long long>(t.global_step), static_cast<long long>(t.total_steps));
-    w = ImGui::CalcTextSize(line).x + 32;
-  }
-  ImGui::SameLine(std::max(ImGui::GetCursorPosX() + 16, ImGui::GetWindowWidth() - w));
-  const ImVec2 p = ImGui::GetCursorScreenPos();
   const float r = 4.5f;
+  const float dot_w = 2 * r + 4 + ImGui::GetStyle().ItemSpacing.x;  // the dot and the gap after it
+  const float right = ImGui::GetWindowWidth() - 2 * ImGui::GetStyle().WindowPadding.x;  // a margin at the bar's end
+  float w = ImGui::CalcTextSize(line).x + dot_w;
+  const float room = right - ImGui::GetCursorPosX() - 16;
+  if (w > room) {  // a narrow window: the state and the step only
+    std::snprintf(line, sizeof line, "%s %lld/%lld", state_label(run, zh),
+                  static_cast<long long>(t.global_step), static_cast<long long>(t.total_steps));
+    w = ImGui::CalcTextSize(line).x + dot_w;
+  }
+  ImGui::SameLine(std::max(ImGui::GetCursorPosX() + 16, right - w));
+  const ImVec2 p = ImGui::GetCursorScreenPos();
   ImGui::GetWindowDrawList()->AddCircleFilled(
       ImVec2(p.x + r, p.y + ImGui::GetTextLineHeight() * 0.5f + 1), r, dot);
   ImGui::Dummy(ImVec2(2 * r + 4, 1));
@@ -147,17 +182,18 @@ void Ui::draw_frame(AppState& app, const Snapshot& snap) {
   if (ImGui::BeginMainMenuBar()) {
     top = ImGui::GetWindowHeight();
     ImGui::TextUnformatted("Furnace 炼丹炉");
-    if (ImGui::BeginMenu("View")) {
+    const bool zh = app.lesson.zh;
+    if (ImGui::BeginMenu(tr(zh, "View###view", "视图###view"))) {
       for (int i = 0; i < kPanelCount; ++i)
-        ImGui::MenuItem(panel_title(static_cast<PanelId>(i)), nullptr, &app.open[i]);
+        ImGui::MenuItem(panel_title(static_cast<PanelId>(i), app.lesson.zh), nullptr, &app.open[i]);
       ImGui::Separator();
-      if (ImGui::MenuItem("Reset layout")) laid_out_for = ImVec2(0, 0);
+      if (ImGui::MenuItem(tr(zh, "Reset layout", "恢复默认布局"))) laid_out_for = ImVec2(0, 0);
       ImGui::EndMenu();
     }
-    if (ImGui::BeginMenu("Run")) {
-      if (ImGui::MenuItem("Restart")) app.restart_requested = true;
-      if (ImGui::MenuItem("Stop")) app.stop_requested = true;
-      if (ImGui::MenuItem("New process (CUDA not initialised)")) app.new_process_requested = true;
+    if (ImGui::BeginMenu(tr(zh, "Run###run", "运行###run"))) {
+      if (ImGui::MenuItem(tr(zh, "Restart", "重新开始"))) app.restart_requested = true;
+      if (ImGui::MenuItem(tr(zh, "Stop", "停止"))) app.stop_requested = true;
+      if (ImGui::MenuItem(tr(zh, "New process (CUDA not initialised)", "新进程（CUDA 尚未初始化）"))) app.new_process_requested = true;
       ImGui::EndMenu();
     }
     draw_status(app, snap);
@@ -189,7 +225,7 @@ void Ui::draw_frame(AppState& app, const Snapshot& snap) {
       ImGui::SetNextWindowPos(ImVec2(r.x, r.y), cond);
       ImGui::SetNextWindowSize(ImVec2(r.w, r.h), cond);
     }
-    const bool visible = ImGui::Begin(panel_title(id), app.solo ? nullptr : &app.open[i],
+    const bool visible = ImGui::Begin(panel_title(id, app.lesson.zh), app.solo ? nullptr : &app.open[i],
                                       app.solo ? solo_flags : 0);
     if (visible) {
       switch (id) {

@@ -37,6 +37,8 @@ class DpTraining {
   const std::vector<int>& devices() const { return dp_->timeline().devices(); }
   double modelled_time() const;  // the latest clock of those devices
   DpReport report(int64_t steps) const;
+  // The UserWarnings DataParallel raised so far (its constructor's imbalance check).
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
  private:
   Runtime& rt_;

@@ -514,6 +514,7 @@ std::optional<Progress> TrainingRun::step() {
     p.epoch_done = s.in_epoch == s.per_epoch || r.steps == s.total;
     p.loss_scale = s.scaler->get_scale();
     p.skipped_steps = r.skipped_steps;
+    if (s.dp) p.warnings = s.dp->warnings();
     // The epoch ends with the run, with a stop, or when its loader has nothing left.
     if (r.stopped || r.steps >= s.total || !more) s.close_epoch();
     return p;

@@ -196,6 +196,9 @@ struct Progress {
   bool epoch_done = false;
   double loss_scale = 1;        // GradScaler's scale (fp16), 1 otherwise
   int64_t skipped_steps = 0;    // optimizer steps skipped because of inf/NaN gradients so far
+  // The UserWarnings raised so far (DataParallel's imbalance check), which Python prints on stderr
+  // and a window shows beside the run.
+  std::vector<std::string> warnings;
 };
 
 using ProgressFn = std::function<void(const Progress&)>;
