@@ -29,12 +29,16 @@ OpContext on(OpContext& ctx, int device) { return OpContext{ctx.rt, device, ctx.
 // Below this many elements a host sum is not worth handing to other threads.
 constexpr int64_t kMinRangeToSplit = int64_t{1} << 16;
 
-// The CPUs this process may run on (its affinity mask, which taskset and cgroups narrow).
+// The CPUs this process may run on (its affinity mask at first use, which taskset and cgroups
+// narrow).
 size_t host_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return static_cast<size_t>(std::max(1, CPU_COUNT(&set)));
-  return std::max(1u, std::thread::hardware_concurrency());
+  static const size_t cores = [] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return static_cast<size_t>(std::max(1, CPU_COUNT(&set)));
+    return static_cast<size_t>(std::max(1u, std::thread::hardware_concurrency()));
+  }();
+  return cores;
 }
 
 // torch.cat of `parts` into `flat` as the simulator runs it when the flat buffer is only ever the
@@ -64,9 +68,10 @@ void add_n_bytes(Tensor& out, const std::vector<Tensor>& terms) {
   // Host memory (the simulator's devices), summed by the host's kernels and modelled nowhere.
   // A large sum is split into ranges over the CPU's cores (DataParallel's reduce-add of the
   // weight gradients is the one serial pass of its step): each element is still the same terms
-  // added in the same order, so the bits do not depend on the split.
+  // added in the same order, so the bits do not depend on the split. A single term is a copy,
+  // made inside the replicas' own workers (coalescing), which the pool is busy running.
   const int64_t n = out.numel();
-  const size_t parts = std::min<size_t>(host_cores(), static_cast<size_t>(n / kMinRangeToSplit));
+  const size_t parts = terms.size() < 2 ? 1 : std::min<size_t>(host_cores(), static_cast<size_t>(n / kMinRangeToSplit));
   float* dst = out.data<float>();
   const size_t terms_count = ptrs.size();
   auto range_begin = [&](size_t part) { return n * static_cast<int64_t>(part) / static_cast<int64_t>(parts); };
