@@ -357,5 +357,20 @@ TEST(DType, BulkConversionsMatchTheScalarOnes) {
   }
 }
 
+// The vectorised f32 -> bf16 path against the scalar one where rounding decides: every top half
+// (signs, exponents, NaNs, infinities) with the low halves just below, at and above the tie, at
+// odd and even results, and at lengths that leave a scalar tail.
+TEST(DType, BulkBf16RoundingMatchesTheScalarAtEveryTopHalf) {
+  const uint32_t lows[] = {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu};
+  std::vector<float> xs;
+  for (uint32_t top = 0; top < 0x10000u; ++top)
+    for (uint32_t low : lows) xs.push_back(from_bits((top << 16) | low));
+  for (size_t n : {xs.size(), xs.size() - 7, size_t{15}, size_t{1}}) {
+    std::vector<uint16_t> got(n);
+    f32_to_bf16(xs.data(), got.data(), n);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], f32_to_bf16_bits(xs[i])) << hex(bits(xs[i])) << " n " << n;
+  }
+}
+
 }  // namespace
 }  // namespace furnace

@@ -115,6 +115,21 @@ TEST_P(HalfOps, ReluKeepsNaNAndMatchesRef) {
   EXPECT_EQ(db[4], 0u);       // NaN > 0 is false
 }
 
+TEST_P(HalfOps, ReluMatchesRefOnEveryPattern) {
+  const DType dt = GetParam();
+  std::vector<uint16_t> a(65536);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint16_t>(i);
+  std::vector<uint16_t> b = a;
+  ref::relu_forward_half(a.data(), 65536, dt);
+  cpu::relu_forward_half(b.data(), 65536, dt);
+  ASSERT_EQ(a, b);
+  std::vector<uint16_t> out(65536), da(65536, 0x3c00u), db = da;  // every output pattern
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<uint16_t>(i);
+  ref::relu_backward_half(da.data(), out.data(), 65536, dt);
+  cpu::relu_backward_half(db.data(), out.data(), 65536, dt);
+  ASSERT_EQ(da, db);
+}
+
 INSTANTIATE_TEST_SUITE_P(Dtypes, HalfOps, ::testing::Values(DType::f16, DType::bf16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 

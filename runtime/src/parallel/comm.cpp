@@ -5,10 +5,15 @@
 // torch.cuda.nccl is available.
 #include "parallel/comm.h"
 
+#include <sched.h>  // defines: sched_getaffinity
+
+#include <algorithm>
 #include <string>
+#include <thread>
 
 #include "furnace/error.h"     // defines: FURNACE_CHECK
 #include "furnace/op_table.h"  // defines: cpu_op_table
+#include "parallel/worker_pool.h"  // defines: WorkerPool
 
 namespace furnace::parallel {
 namespace {
@@ -20,6 +25,21 @@ std::string sizes_text(const Shape& s) {  // 'x'.join(sizes), as comm.reduce_add
 }
 
 OpContext on(OpContext& ctx, int device) { return OpContext{ctx.rt, device, ctx.stream}; }
+
+// Below this many elements a host sum is not worth handing to other threads.
+constexpr int64_t kMinRangeToSplit = int64_t{1} << 16;
+
+// The CPUs this process may run on (its affinity mask at first use, which taskset and cgroups
+// narrow).
+size_t host_cores() {
+  static const size_t cores = [] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) return static_cast<size_t>(std::max(1, CPU_COUNT(&set)));
+    return static_cast<size_t>(std::max(1u, std::thread::hardware_concurrency()));
+  }();
+  return cores;
+}
 
 // torch.cat of `parts` into `flat` as the simulator runs it when the flat buffer is only ever the
 // source of elided copies: the kernel modelled (clock, trace), the bytes not moved.
@@ -46,8 +66,25 @@ void add_n_bytes(Tensor& out, const std::vector<Tensor>& terms) {
     ptrs.push_back(t.data<float>());
   }
   // Host memory (the simulator's devices), summed by the host's kernels and modelled nowhere.
-  cpu_op_table().add_n(DeviceStream{-1, 0}, out.data<float>(), ptrs.data(),
-                       static_cast<int>(ptrs.size()), out.numel());
+  // A large sum is split into ranges over the CPU's cores (DataParallel's reduce-add of the
+  // weight gradients is the one serial pass of its step): each element is still the same terms
+  // added in the same order, so the bits do not depend on the split. A single term is a copy,
+  // made inside the replicas' own workers (coalescing), which the pool is busy running.
+  const int64_t n = out.numel();
+  const size_t parts = terms.size() < 2 ? 1 : std::min<size_t>(host_cores(), static_cast<size_t>(n / kMinRangeToSplit));
+  float* dst = out.data<float>();
+  const size_t terms_count = ptrs.size();
+  auto range_begin = [&](size_t part) { return n * static_cast<int64_t>(part) / static_cast<int64_t>(parts); };
+  std::vector<const float*> shifted(parts * terms_count);  // part p's terms at p * terms_count
+  for (size_t p = 0; p < parts; ++p)
+    for (size_t t = 0; t < terms_count; ++t) shifted[p * terms_count + t] = ptrs[t] + range_begin(p);
+  auto add_range = [&](size_t part) {
+    const int64_t begin = range_begin(part);
+    cpu_op_table().add_n(DeviceStream{-1, 0}, dst + begin, shifted.data() + part * terms_count,
+                         static_cast<int>(terms_count), range_begin(part + 1) - begin);
+  };
+  if (parts >= 2 && WorkerPool::shared().try_run(parts, add_range)) return;
+  cpu_op_table().add_n(DeviceStream{-1, 0}, dst, ptrs.data(), static_cast<int>(ptrs.size()), n);
 }
 
 Tensor add_across_devices(OpContext& ctx, const std::vector<Tensor>& terms, bool move_bytes) {

@@ -8,6 +8,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <bit>  // defines: std::bit_cast
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -110,17 +111,22 @@ void adamw_step(float* param, const float* grad, float* exp_avg, float* exp_avg_
 }
 
 void non_finite_check_and_unscale(float* grad, int64_t n, float inv_scale, float* found_inf) {
-  // One pass, branch-free in the loop: x - x is 0 for finite x and NaN for inf/NaN.
-  float probe = 0.0f;
+  // One pass, branch-free in the loop: a value is inf or NaN exactly when its exponent bits are
+  // all ones. An integer OR has no order to keep, so the compiler vectorises it (a float sum of
+  // x - x did the same test one dependent add at a time).
+  uint32_t non_finite = 0;
+  auto exponent_all_ones = [](float x) {
+    return static_cast<uint32_t>((std::bit_cast<uint32_t>(x) & 0x7f800000u) == 0x7f800000u);
+  };
   if (inv_scale == 1.0f) {
-    for (int64_t i = 0; i < n; ++i) probe += grad[i] - grad[i];
+    for (int64_t i = 0; i < n; ++i) non_finite |= exponent_all_ones(grad[i]);
   } else {
     for (int64_t i = 0; i < n; ++i) {
-      probe += grad[i] - grad[i];
+      non_finite |= exponent_all_ones(grad[i]);
       grad[i] *= inv_scale;
     }
   }
-  if (probe != 0.0f) *found_inf = 1.0f;  // NaN compares unequal to 0
+  if (non_finite) *found_inf = 1.0f;
 }
 
 int blas_threads() { return openblas_get_num_threads(); }
