@@ -167,6 +167,15 @@ bool SimBackend::model_collective(int device, int stream, const char* name, doub
   return true;
 }
 
+double SimBackend::model_host_wait(int device, int stream, double host_s) {
+  device_spec(device);  // bounds check
+  const double before = stream_time(device, stream);
+  if (host_s <= before) return 0;
+  advance(device, stream, host_s, 0);  // idle: the clock moves, the busy time does not
+  emit(EventKind::phase, "waiting for data (host loading)", device, stream, before, host_s - before, 0, 0);
+  return host_s - before;
+}
+
 void SimBackend::memset(int device, void* ptr, int value, size_t bytes, int stream) {
   if (bytes > 0) std::memset(ptr, value, bytes);
   account_kernel(device, stream, "memset", KernelCost{0, static_cast<double>(bytes), DType::u8});

@@ -53,6 +53,7 @@ class SimBackend : public Backend {
                   bool pinned) override;
   bool model_collective(int device, int stream, const char* name, double not_before_s,
                         double seconds, size_t bytes) override;
+  double model_host_wait(int device, int stream, double host_s) override;
 
   const Topology& topology() const { return topology_; }
 
