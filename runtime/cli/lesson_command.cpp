@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "commands.h"        // defines: add_lesson_command
+#include "error_messages.h"  // defines: in_language
 #include "furnace/error.h"   // defines: Error, FURNACE_CHECK
 #include "furnace/lesson.h"    // defines: load_lessons, LessonRun, ...
 #include "lesson_text.h"       // defines: render_terminal
@@ -255,7 +256,8 @@ void add_lesson_command(CLI::App& app) {
   list->callback([opts] {
     const Lang lang = lesson::parse_lang(opts->lang);
     std::vector<std::string> errors;
-    const std::vector<lesson::Lesson> lessons = lesson::load_lessons(lesson::lessons_dir(opts->lessons_dir), &errors);
+    std::vector<lesson::Lesson> lessons;
+    in_language(lang, [&] { lessons = lesson::load_lessons(lesson::lessons_dir(opts->lessons_dir), &errors); });
     // One table row per lesson (id, title, steps), aligned by display width (a Chinese title is
     // twice as wide as its character count), its summary on the line below.
     std::vector<std::vector<std::string>> rows;
@@ -278,8 +280,10 @@ void add_lesson_command(CLI::App& app) {
   run->add_option("--step", opts->step, "only this step (1-based)");
   run->callback([opts] {
     const Lang lang = lesson::parse_lang(opts->lang);
-    const std::vector<lesson::Lesson> lessons = load_for(*opts, opts->id);
-    run_lesson(find_lesson(lessons, opts->id), lang, opts->step);
+    in_language(lang, [&] {
+      const std::vector<lesson::Lesson> lessons = load_for(*opts, opts->id);
+      run_lesson(find_lesson(lessons, opts->id), lang, opts->step);
+    });
   });
 
   CLI::App* check = cmd->add_subcommand("check", "run every check of one or all lessons, no questions (the tests)");
@@ -287,9 +291,11 @@ void add_lesson_command(CLI::App& app) {
   check->add_flag("--all", opts->all, "every lesson");
   check->add_option("--lang", opts->langs, "en or zh (default: both)");
   check->callback([opts] {
-    FURNACE_CHECK(opts->all != !opts->id.empty()) << "lesson check: give a lesson id or --all (not both)";
     std::vector<Lang> langs;
     for (const std::string& s : opts->langs) langs.push_back(lesson::parse_lang(s));
+    // Errors in the one language asked for (both asked: English).
+    in_language(langs.size() == 1 ? langs[0] : Lang::en, [&] {
+    FURNACE_CHECK(opts->all != !opts->id.empty()) << "lesson check: give a lesson id or --all (not both)";
     if (langs.empty()) langs = {Lang::en, Lang::zh};
     const std::vector<lesson::Lesson> lessons = opts->all ? load_or_exit(*opts) : load_for(*opts, opts->id);
     bool ok = true;
@@ -300,6 +306,7 @@ void add_lesson_command(CLI::App& app) {
       ok = check_lesson(find_lesson(lessons, opts->id), langs);
     }
     if (!ok) throw ExitCode{1};
+    });
   });
 }
 

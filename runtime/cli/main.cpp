@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "furnace/address_limits.h"
+#include "error_messages.h"  // defines: LocalizedError
 #include "furnace/error.h"
 
 namespace {
@@ -72,6 +73,9 @@ int run(int argc, char** argv) {
     // One line, the program's name first, a non-zero status (CLI11's own output is several lines).
     std::fprintf(stderr, "furnace: error: %s (see furnace --help)\n", e.what());
     return e.get_exit_code() ? e.get_exit_code() : 2;
+  } catch (const furnace::cli::LocalizedError& e) {  // `--lang zh`: in the reader's language
+    std::fprintf(stderr, "%s%s\n", e.prefix.c_str(), e.line.c_str());
+    return 1;
   } catch (const furnace::Error& e) {
     std::fprintf(stderr, "furnace: error: %s\n", e.what());
     return 1;

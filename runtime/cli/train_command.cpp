@@ -31,6 +31,7 @@ struct TrainOptions {
   bool quiet = false;
   std::optional<std::string> visible, order;  // --visible, --order
   std::optional<std::string> device_ids;      // --device-ids, as typed
+  std::optional<std::string> betas;           // --betas, as typed
   bool device_given = false;                  // --device on the command line
   // Checkpoints: --checkpoint, --save-every, --resume, --stop-at-step, --strict-keys.
   std::string checkpoint, resume;
@@ -219,6 +220,16 @@ void print_summary(const TrainResult& r, const Scenario& sc, std::optional<doubl
                                 : " (no GradScaler: bf16 has fp32's exponent range)");
   if (r.accum > 1)
     std::printf("  accumulation    %d micro-batches per optimizer step\n", r.accum);
+  if (r.batch_loading_s > 0 && r.steps > 0)
+    std::printf("  data loading    %.3f ms of host time per batch (--loading %s); the GPU waited %.3f ms per "
+                "optimizer step for it (%.0f%% of the step) with num_workers=%d\n",
+                1e3 * r.batch_loading_s, sc.loading.c_str(), 1e3 * r.data_wait_s / static_cast<double>(r.steps),
+                r.modelled_step_s > 0 ? 100.0 * r.data_wait_s / static_cast<double>(r.steps) / r.modelled_step_s : 0.0,
+                sc.workers);
+  if (sc.clip_grad_norm)
+    std::printf("  clip_grad_norm_ max_norm %g: total gradient norm %g at the last step, %lld of %lld steps clipped\n",
+                *sc.clip_grad_norm, r.last_grad_norm, static_cast<long long>(r.clipped_steps),
+                static_cast<long long>(r.steps));
   std::printf("\nmemory (torch.cuda.memory_allocated / memory_reserved, and their peaks):\n");
   std::vector<std::vector<std::string>> rows{{"device", "name", "allocated", "reserved", "max_allocated", "max_reserved"}};
   for (const DeviceMemoryReport& m : r.memory)
@@ -310,10 +321,47 @@ nlohmann::json checkpoint_json(const TrainResult& r, const std::string& path) {
           {"notes", r.checkpoint_notes}};
 }
 
+// "SGD lr 0.1 (cosine) momentum 0.9" or "AdamW lr 0.001 (cosine) betas (0.9, 0.999) eps 1e-08
+// weight_decay 0.01", and the clipping when there is one.
+std::string optimizer_text(const Scenario& sc) {
+  char buf[256];
+  if (sc.optimizer_kind() == OptimizerKind::adamw)
+    std::snprintf(buf, sizeof buf, "AdamW lr %g (%s) betas (%g, %g) eps %g weight_decay %g", sc.lr,
+                  sc.lr_schedule.c_str(), sc.beta1, sc.beta2, sc.eps, sc.weight_decay_value());
+  else if (sc.weight_decay_value() > 0)
+    std::snprintf(buf, sizeof buf, "SGD lr %g (%s) momentum %g weight_decay %g", sc.lr, sc.lr_schedule.c_str(),
+                  sc.momentum, sc.weight_decay_value());
+  else
+    std::snprintf(buf, sizeof buf, "SGD lr %g (%s) momentum %g", sc.lr, sc.lr_schedule.c_str(), sc.momentum);
+  std::string s = buf;
+  if (sc.clip_grad_norm) {
+    std::snprintf(buf, sizeof buf, ", clip_grad_norm_ max_norm %g", *sc.clip_grad_norm);
+    s += buf;
+  }
+  return s;
+}
+
 std::string ids_text(const std::vector<int>& ids) {
   std::string s;
   for (int d : ids) s += (s.empty() ? "" : ",") + std::to_string(d);
   return s;
+}
+
+// "--betas 0.9,0.999": AdamW's (beta1, beta2).
+void parse_betas(const std::string& text, Scenario& sc) {
+  const size_t comma = text.find(',');
+  size_t used1 = 0, used2 = 0;
+  bool ok = comma != std::string::npos;
+  try {
+    if (ok) {
+      sc.beta1 = std::stof(text.substr(0, comma), &used1);
+      sc.beta2 = std::stof(text.substr(comma + 1), &used2);
+      ok = used1 == comma && used2 == text.size() - comma - 1;
+    }
+  } catch (const std::exception&) {
+    ok = false;
+  }
+  FURNACE_CHECK(ok) << "--betas: '" << printable(text) << "' is not two numbers beta1,beta2 (e.g. 0.9,0.999)";
 }
 
 void run(const TrainOptions& o) {
@@ -323,6 +371,9 @@ void run(const TrainOptions& o) {
   sc.hidden = parse_int_list(o.hidden, "--hidden", "layer widths (e.g. 512,512)");
   sc.env = cuda_environment(o.visible, o.order);
   if (o.device_ids) sc.device_ids = parse_device_ids(*o.device_ids);
+  if (o.betas) parse_betas(*o.betas, sc);
+  // torch.optim.AdamW's default lr (1e-3) when --lr is not given: SGD's 0.1 would make Adam diverge.
+  if (!o.given("--lr") && sc.optimizer == "adamw") sc.lr = 1e-3f;
 
   // --resume: the checkpoint's scenario, with what the command line may change; saving goes on
   // to the same file every --save-every steps as before, unless told otherwise.
@@ -374,9 +425,8 @@ void run(const TrainOptions& o) {
   ProgressFn progress;
   if (!o.quiet) progress = [&bar](const Progress& p) { bar(p); };
   if (!o.quiet && !o.json)
-    std::printf("furnace train: MLP 784-%s-10, batch %lld, SGD lr %g (%s) momentum %g, %d epoch%s, "
-                "topology %s, %s\n",
-                widths.c_str(), static_cast<long long>(sc.batch), sc.lr, sc.lr_schedule.c_str(), sc.momentum, sc.epochs,
+    std::printf("furnace train: MLP 784-%s-10, batch %lld, %s, %d epoch%s, topology %s, %s\n",
+                widths.c_str(), static_cast<long long>(sc.batch), optimizer_text(sc).c_str(), sc.epochs,
                 sc.epochs == 1 ? "" : "s", sc.topology.c_str(),
                 sc.parallel_mode() == ParallelMode::ddp ? "rank r on cuda:r" : ("device cuda:" + std::to_string(sc.device)).c_str());
   if (!o.quiet && !o.json && (sc.amp_mode() != AmpMode::off || sc.accum > 1 || sc.workers > 0 || sc.pin_memory))
@@ -422,6 +472,10 @@ void run(const TrainOptions& o) {
     nlohmann::json j = to_json(r);
     j["modelled_samples_per_s"] = modelled_samples_per_s(r, sc);
     if (one_gpu) j[r.ddp ? "ddp" : "dp"]["one_gpu_modelled_samples_per_s"] = *one_gpu;
+    if (r.batch_loading_s > 0)
+      j["loading"] = {{"model", sc.loading}, {"batch_loading_s", r.batch_loading_s}, {"data_wait_s", r.data_wait_s}};
+    if (sc.clip_grad_norm)
+      j["clip_grad_norm"] = {{"max_norm", *sc.clip_grad_norm}, {"last_norm", r.last_grad_norm}, {"clipped_steps", r.clipped_steps}};
     if (!ck.path.empty()) j["checkpoint"] = checkpoint_json(r, ck.path);
     std::printf("%s\n", j.dump().c_str());
   } else {
@@ -448,6 +502,17 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--batch", s.batch, "batch size")->capture_default_str();
   cmd->add_option("--lr", s.lr, "learning rate")->capture_default_str();
   cmd->add_option("--momentum", s.momentum, "SGD momentum")->capture_default_str();
+  cmd->add_option("--optimizer", s.optimizer,
+                  "sgd (torch.optim.SGD) or adamw (torch.optim.AdamW: decoupled weight decay; --lr defaults "
+                  "to AdamW's 0.001)")->capture_default_str();
+  cmd->add_option_function<float>("--weight-decay", [opts](float v) { opts->scenario.weight_decay = v; },
+                                  "weight_decay (default: the optimizer's, SGD 0, AdamW 0.01)");
+  cmd->add_option_function<std::string>("--betas", [opts](const std::string& v) { opts->betas = v; },
+                                        "AdamW betas as beta1,beta2 (default 0.9,0.999)");
+  cmd->add_option("--eps", s.eps, "AdamW eps")->capture_default_str();
+  cmd->add_option_function<float>("--clip-grad-norm", [opts](float v) { opts->scenario.clip_grad_norm = v; },
+                                  "torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) before each "
+                                  "optimizer step (after scaler.unscale_ under fp16)");
   cmd->add_option("--lr-schedule", s.lr_schedule, "constant, or cosine (CosineAnnealingLR over the run)")->capture_default_str();
   cmd->add_option("--hidden", opts->hidden, "hidden layer widths, comma-separated")->capture_default_str();
   cmd->add_option("--seed", s.seed, "seed for initialisation and shuffling")->check(unsigned_64())->capture_default_str();
@@ -481,6 +546,10 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--workers", s.workers, "DataLoader num_workers")->capture_default_str();
   cmd->add_option("--prefetch-factor", s.prefetch_factor, "DataLoader prefetch_factor (needs --workers > 0)");
   cmd->add_flag("--pin-memory", s.pin_memory, "DataLoader pin_memory: pinned batches, faster host-to-device copies");
+  cmd->add_option("--loading", s.loading,
+                  "model the host's loading time on the simulated clock: off, tensors (a TensorDataset in "
+                  "memory) or torchvision (FashionMNIST with ToTensor + Normalize); docs/host-loading.md")
+      ->capture_default_str();
   cmd->add_flag("--no-eval{false}", s.evaluate, "skip the test-set evaluation");
   cmd->add_option("--trace", opts->trace_path, "write a Chrome trace (Perfetto) to this file");
   cmd->add_flag("--json", opts->json, "end stdout with one JSON object of the results");

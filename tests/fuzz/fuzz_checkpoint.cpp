@@ -106,7 +106,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!fuzz::accepts([&] { ck = parse_checkpoint(file.data(), file.size(), "fuzz.ckpt"); })) return 0;
 
   check_tensors(ck.model);
-  check_tensors(ck.momentum);
+  check_tensors(ck.optimizer_state);
   fuzz::require(ck.step >= 0 && ck.step <= ck.total_steps, "step within the run");
   fuzz::require(ck.tallies.epoch_mean_loss.size() == static_cast<size_t>(ck.loader.epoch), "one mean per epoch");
   // Round trip: what was accepted serializes to a file that parses back to the same state.

@@ -36,13 +36,13 @@ using cli_test::spawn;
 using cli_test::wait_for;
 
 bool same_bits(const Checkpoint& a, const Checkpoint& b) {
-  if (a.model.size() != b.model.size() || a.momentum.size() != b.momentum.size()) return false;
+  if (a.model.size() != b.model.size() || a.optimizer_state.size() != b.optimizer_state.size()) return false;
   for (size_t i = 0; i < a.model.size(); ++i)
     if (a.model[i].values.size() != b.model[i].values.size() ||
         std::memcmp(a.model[i].values.data(), b.model[i].values.data(), a.model[i].values.size() * 4) != 0)
       return false;
-  for (size_t i = 0; i < a.momentum.size(); ++i)
-    if (std::memcmp(a.momentum[i].values.data(), b.momentum[i].values.data(), a.momentum[i].values.size() * 4) != 0)
+  for (size_t i = 0; i < a.optimizer_state.size(); ++i)
+    if (std::memcmp(a.optimizer_state[i].values.data(), b.optimizer_state[i].values.data(), a.optimizer_state[i].values.size() * 4) != 0)
       return false;
   return true;
 }

@@ -43,9 +43,9 @@ void expect_same_weights(const Checkpoint& a, const Checkpoint& b) {
     EXPECT_EQ(std::memcmp(a.model[i].values.data(), b.model[i].values.data(), a.model[i].values.size() * 4), 0)
         << a.model[i].name;
   }
-  ASSERT_EQ(a.momentum.size(), b.momentum.size());
-  for (size_t i = 0; i < a.momentum.size(); ++i)
-    EXPECT_EQ(std::memcmp(a.momentum[i].values.data(), b.momentum[i].values.data(), a.momentum[i].values.size() * 4), 0);
+  ASSERT_EQ(a.optimizer_state.size(), b.optimizer_state.size());
+  for (size_t i = 0; i < a.optimizer_state.size(); ++i)
+    EXPECT_EQ(std::memcmp(a.optimizer_state[i].values.data(), b.optimizer_state[i].values.data(), a.optimizer_state[i].values.size() * 4), 0);
   EXPECT_EQ(a.scaler, b.scaler);
 }
 

@@ -117,6 +117,17 @@ TEST_F(LessonCli, BadArgumentsGetOneLine) {
   expect_one_line_error("lesson --lessons-dir /no/such/dir list", "does not exist");
 }
 
+// With --lang zh the CLI's own errors come in Chinese, from one catalogue (cli/error_messages.cpp),
+// with the variable parts (the id, the step) kept as they were.
+TEST_F(LessonCli, BadArgumentsGetOneChineseLineWithLangZh) {
+  CliRun r = expect_one_line_error("lesson run no-such-lesson --lang zh", "furnace：错误：没有叫 'no-such-lesson' 的课程（现有的课程：01-single-card");
+  EXPECT_EQ(r.err.find("no lesson"), std::string::npos) << r.err;
+  expect_one_line_error("lesson run 01-single-card --step 99 --lang zh", "--step 99：课程 01-single-card 只有第 1 到第 ");
+  expect_one_line_error("lesson check --lang zh", "要么给出一个课程 id，要么用 --all");
+  expect_one_line_error("lesson --lessons-dir /no/such/dir list --lang zh", "/no/such/dir：课程文件夹不存在");
+  expect_one_line_error("lesson run no-such-lesson --lang en", "furnace: error: no lesson 'no-such-lesson'");
+}
+
 TEST_F(LessonCli, RealLessonsPassHeadless) {
   // The whole suite is covered by test_lessons; here one real lesson end to end through the CLI.
   CliRun r = furnace("lesson run 01-single-card --lang zh");

@@ -23,7 +23,7 @@ namespace {
 // Candidate values of each TOML type; one of them suits every key.
 const std::vector<std::string> kCandidates = {
     "1", "2", "0", "true", "0.5", "\"x\"", "\"cuda:0\"", "\"off\"", "\"none\"", "\"constant\"",
-    "\"laptop-4060\"", "\"0\"", "[0]", "[1]", "[0, 1]", "[\"1MiB\"]", "{ CUDA_VISIBLE_DEVICES = \"0\" }"};
+    "\"sgd\"", "\"laptop-4060\"", "\"0\"", "[0]", "[1]", "[0, 1]", "[\"1MiB\"]", "{ CUDA_VISIBLE_DEVICES = \"0\" }"};
 
 // What an action needs besides the key under test (FORMAT.md: memory needs alloc, machine a story;
 // DataParallel's keys need parallel = "dp").

@@ -24,6 +24,7 @@
 #include "furnace/tensor.h"    // defines: Tensor, Device
 #include "furnace/topology.h"  // defines: load_topology
 #include "furnace/trace.h"     // defines: TraceBus
+#include "reference/all_close.h"       // defines: Tolerance, all_close, to_host
 #include "reference/reference_file.h"  // defines: MlpReference, load_mlp_reference
 
 #ifndef FURNACE_TEST_DATA_DIR
@@ -38,10 +39,6 @@ using reference::MlpReference;
 
 const std::string kReferencePath = std::string(FURNACE_TEST_DATA_DIR) + "/reference/mlp_ref_v1.bin";
 
-// Elementwise |got - ref| <= atol + rtol * |ref|.
-struct Tolerance {
-  double atol, rtol;
-};
 // One forward and backward: the only differences are fp32 reassociation (the sim backend's BLAS
 // sums the 784- and 512-long dot products in another order than PyTorch's), a few ulps of values
 // of order 1.
@@ -49,50 +46,6 @@ constexpr Tolerance kOnePass{1e-5, 1e-4};
 // Ten SGD steps with momentum 0.9: those rounding differences feed back through the weights and
 // the momentum buffers step after step, so allow ten times more.
 constexpr Tolerance kTenSteps{1e-4, 1e-3};
-
-// Where two arrays differ most. `worst` is the element furthest outside its tolerance (by ratio
-// of error to allowed error), so the failure message points at the element that matters.
-struct Closeness {
-  size_t worst = 0;      // index with the largest error / allowed ratio
-  double max_abs = 0;    // largest |got - ref| over all elements
-  size_t violations = 0; // elements outside the tolerance (NaN counts)
-};
-
-Closeness closeness(const std::vector<float>& got, const std::vector<float>& ref, Tolerance tol) {
-  Closeness c;
-  double worst_ratio = -1;
-  for (size_t i = 0; i < ref.size() && i < got.size(); ++i) {
-    const double err = std::fabs(static_cast<double>(got[i]) - static_cast<double>(ref[i]));
-    const double allowed = tol.atol + tol.rtol * std::fabs(static_cast<double>(ref[i]));
-    const double ratio = std::isnan(err) ? INFINITY : err / allowed;
-    if (!(err <= allowed)) ++c.violations;
-    if (ratio > worst_ratio) worst_ratio = ratio, c.worst = i;
-    if (err > c.max_abs || std::isnan(err)) c.max_abs = err;
-  }
-  return c;
-}
-
-// Passes when every element is within tolerance; otherwise says how far off and where.
-::testing::AssertionResult all_close(const std::string& what, const std::vector<float>& got,
-                                     const std::vector<float>& ref, Tolerance tol) {
-  if (got.size() != ref.size()) {
-    return ::testing::AssertionFailure()
-           << what << ": " << got.size() << " elements, reference has " << ref.size();
-  }
-  const Closeness c = closeness(got, ref, tol);
-  if (c.violations == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure()
-         << what << ": " << c.violations << " of " << ref.size() << " elements outside |a-b| <= "
-         << tol.atol << " + " << tol.rtol << "*|ref|; max abs error " << c.max_abs
-         << "; worst at [" << c.worst << "]: got " << got[c.worst] << ", reference "
-         << ref[c.worst];
-}
-
-std::vector<float> to_host(OpContext& ctx, const Tensor& t) {
-  std::vector<float> host(static_cast<size_t>(t.numel()));
-  ops::copy_to_host(ctx, host.data(), t);
-  return host;
-}
 
 // A sim runtime with the batch of the reference file on cuda:0.
 class ReferenceMlp : public ::testing::Test {

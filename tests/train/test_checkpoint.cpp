@@ -14,6 +14,8 @@
 #include <optional>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "furnace/checkpoint.h"
 #include "furnace/error.h"
 #include "furnace/host_memory.h"
@@ -35,7 +37,7 @@ Checkpoint small_checkpoint(bool dp = false) {
              {p + "0.bias", {3}, {0, -1, INFINITY}},
              {p + "2.weight", {10, 3}, std::vector<float>(30, -0.5f)},
              {p + "2.bias", {10}, std::vector<float>(10, NAN)}};
-  c.momentum = {{"state.1.momentum_buffer", {3}, {1, 2, 3}}};
+  c.optimizer_state = {{"state.1.momentum_buffer", {3}, {1, 2, 3}}};
   c.step = 7;
   c.total_steps = 40;
   c.save_every = 5;
@@ -82,8 +84,8 @@ TEST(CheckpointFormat, RoundTripKeepsEveryFieldAndEveryBit) {
     EXPECT_EQ(r.model[i].shape, c.model[i].shape);
     EXPECT_TRUE(same_bits(r.model[i].values, c.model[i].values)) << c.model[i].name;  // inf and NaN too
   }
-  ASSERT_EQ(r.momentum.size(), 1u);
-  EXPECT_EQ(r.momentum[0].name, "state.1.momentum_buffer");
+  ASSERT_EQ(r.optimizer_state.size(), 1u);
+  EXPECT_EQ(r.optimizer_state[0].name, "state.1.momentum_buffer");
   EXPECT_EQ(r.step, 7);
   EXPECT_EQ(r.total_steps, 40);
   EXPECT_EQ(r.save_every, 5);
@@ -159,10 +161,10 @@ TEST(CheckpointFormat, MetadataProblemsNameTheField) {
   c.step = 41;
   EXPECT_NE(error_for(c).find("metadata field 'step' is 41, out of range 0..40"), std::string::npos) << error_for(c);
   c = small_checkpoint();
-  c.momentum[0].name = "state.9.momentum_buffer";
+  c.optimizer_state[0].name = "state.9.momentum_buffer";
   EXPECT_NE(error_for(c).find("optimizer state 'state.9.momentum_buffer' names no parameter"), std::string::npos);
   c = small_checkpoint();
-  c.momentum[0].shape = {1, 3};
+  c.optimizer_state[0].shape = {1, 3};
   EXPECT_NE(error_for(c).find("has shape (1, 3), its parameter 0.bias (3,)"), std::string::npos) << error_for(c);
   c = small_checkpoint();
   c.scenario.topology = "a\nb";
@@ -173,6 +175,71 @@ TEST(CheckpointFormat, MetadataProblemsNameTheField) {
   c = small_checkpoint();
   c.tallies.epoch_mean_loss.clear();
   EXPECT_NE(error_for(c).find("one mean loss per finished epoch (1)"), std::string::npos);
+}
+
+// AdamW's state per stepped parameter: step (a 0-dim tensor, as PyTorch 1.13's), exp_avg and
+// exp_avg_sq, all three or none; the type must be the scenario's optimizer.
+TEST(CheckpointFormat, AdamWStateRoundTripsAndIsChecked) {
+  auto error_for = [](const Checkpoint& c) { return error_of(serialize_checkpoint(c)); };
+  Checkpoint c = small_checkpoint();
+  c.scenario.optimizer = "adamw";
+  c.scenario.beta2 = 0.98f;
+  c.scenario.clip_grad_norm = 2.5f;
+  c.optimizer_type = "AdamW";
+  c.optimizer_state = {{"state.1.step", {}, {6}}, {"state.1.exp_avg", {3}, {1, 2, 3}}, {"state.1.exp_avg_sq", {3}, {4, 5, 6}}};
+  const std::vector<uint8_t> bytes = serialize_checkpoint(c);
+  const Checkpoint r = parse_checkpoint(bytes.data(), bytes.size(), "mem");
+  EXPECT_EQ(r.optimizer_type, "AdamW");
+  EXPECT_EQ(r.scenario.optimizer, "adamw");
+  EXPECT_EQ(r.scenario.beta2, 0.98f);
+  EXPECT_FALSE(r.scenario.weight_decay.has_value());
+  EXPECT_EQ(r.scenario.clip_grad_norm, std::optional<float>(2.5f));
+  ASSERT_EQ(r.optimizer_state.size(), 3u);
+  EXPECT_EQ(r.optimizer_state[0].name, "state.1.step");
+  EXPECT_TRUE(r.optimizer_state[0].shape.empty());
+
+  Checkpoint missing = c;
+  missing.optimizer_state.pop_back();
+  EXPECT_NE(error_for(missing).find("parameter 1 has 2 of the 3 optimizer state entries of AdamW"), std::string::npos)
+      << error_for(missing);
+  Checkpoint half_step = c;
+  half_step.optimizer_state[0].values = {2.5f};
+  EXPECT_NE(error_for(half_step).find("'state.1.step' must be a whole number of steps"), std::string::npos)
+      << error_for(half_step);
+  Checkpoint sgd_key = c;
+  sgd_key.optimizer_state = {{"state.1.momentum_buffer", {3}, {1, 2, 3}}};
+  EXPECT_NE(error_for(sgd_key).find("names no parameter (expected state.<0..3>.<step|exp_avg|exp_avg_sq> for AdamW)"),
+            std::string::npos) << error_for(sgd_key);
+  Checkpoint wrong_type = c;
+  wrong_type.optimizer_type = "SGD";
+  EXPECT_NE(error_for(wrong_type).find("'optimizer.type' must be \"AdamW\""), std::string::npos) << error_for(wrong_type);
+}
+
+// A checkpoint written before AdamW existed has no optimizer fields in its scenario: it is SGD,
+// with no weight decay and no clipping, and loads as it did.
+TEST(CheckpointFormat, ACheckpointFromBeforeAdamWLoadsAsSgd) {
+  std::vector<uint8_t> b = serialize_checkpoint(small_checkpoint());
+  const size_t length_at = 8 + 4 + 4 + 4 + 4;  // magic, version, count, name length, "meta"
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(b[length_at + static_cast<size_t>(i)]) << (8 * i);
+  std::string meta(b.begin() + static_cast<std::ptrdiff_t>(length_at + 8), b.begin() + static_cast<std::ptrdiff_t>(length_at + 8 + n));
+  nlohmann::json j = nlohmann::json::parse(meta);
+  for (const char* key : {"optimizer", "weight_decay", "betas", "eps", "clip_grad_norm"}) {
+    ASSERT_TRUE(j["scenario"].contains(key)) << key;
+    j["scenario"].erase(key);
+  }
+  meta = j.dump(1);
+  b.erase(b.begin() + static_cast<std::ptrdiff_t>(length_at + 8), b.begin() + static_cast<std::ptrdiff_t>(length_at + 8 + n));
+  b.insert(b.begin() + static_cast<std::ptrdiff_t>(length_at + 8), meta.begin(), meta.end());
+  for (int i = 0; i < 8; ++i) b[length_at + static_cast<size_t>(i)] = static_cast<uint8_t>(static_cast<uint64_t>(meta.size()) >> (8 * i));
+  b = with_fixed_crc(b);
+  const Checkpoint r = parse_checkpoint(b.data(), b.size(), "old.ckpt");
+  EXPECT_EQ(r.scenario.optimizer, "sgd");
+  EXPECT_EQ(r.optimizer_type, "SGD");
+  EXPECT_EQ(r.scenario.weight_decay_value(), 0.0f);
+  EXPECT_FALSE(r.scenario.clip_grad_norm.has_value());
+  ASSERT_EQ(r.optimizer_state.size(), 1u);
+  EXPECT_EQ(r.optimizer_state[0].name, "state.1.momentum_buffer");
 }
 
 TEST(CheckpointFormat, AScalerStatePyTorchCouldNotHoldIsRefused) {

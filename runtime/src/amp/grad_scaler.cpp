@@ -21,7 +21,7 @@ GradScaler::GradScaler(GradScalerOptions options) : opt_(options) {
 float GradScaler::loss_scale() const { return opt_.enabled ? scale_ : 1.0f; }
 double GradScaler::get_scale() const { return opt_.enabled ? static_cast<double>(scale_) : 1.0; }
 
-void GradScaler::unscale_(OpContext& ctx, SGD& optimizer) {
+void GradScaler::unscale_(OpContext& ctx, Optimizer& optimizer) {
   if (!opt_.enabled) return;
   OptimizerState& st = per_optimizer_[&optimizer];
   st.rt = &ctx.rt;
@@ -44,7 +44,7 @@ void GradScaler::unscale_(OpContext& ctx, SGD& optimizer) {
   st.stage = Stage::unscaled;
 }
 
-bool GradScaler::step(OpContext& ctx, SGD& optimizer) {
+bool GradScaler::step(OpContext& ctx, Optimizer& optimizer) {
   last_skipped_ = false;
   if (!opt_.enabled) {
     optimizer.step(ctx);

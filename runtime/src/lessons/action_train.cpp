@@ -2,6 +2,7 @@
 // on the committed Fashion-MNIST slice, with the loss and the loss scale of every optimizer step
 // taken from the progress callback, and the modelled time of each training phase summed from the
 // trace's phase events.
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -22,7 +23,7 @@ void run_train(const TrainSetup& s, Observables& out, TraceBus* trace) {
   const int id = bus.subscribe([&](const TraceEvent& e) {
     if (e.kind == EventKind::phase && e.device == sc.device) phase_s[e.name] += e.dur_s;
   });
-  std::vector<double> losses, scales;
+  std::vector<double> losses, scales, norms;
   std::vector<int64_t> groups;
   TrainResult r;
   try {
@@ -30,6 +31,7 @@ void run_train(const TrainSetup& s, Observables& out, TraceBus* trace) {
       losses.push_back(p.loss);
       scales.push_back(p.loss_scale);
       groups.push_back(p.micro_batches);
+      if (p.grad_norm >= 0 || std::isnan(p.grad_norm)) norms.push_back(p.grad_norm);
     });
   } catch (...) {
     bus.unsubscribe(id);
@@ -41,6 +43,15 @@ void run_train(const TrainSetup& s, Observables& out, TraceBus* trace) {
   out["steps"] = Value::of_int(r.steps);
   out["losses"] = Value::of_numbers(losses);
   out["micro_batches"] = Value::of_ints(groups);
+  out["grad_norms"] = Value::of_numbers(norms);
+  out["clipped_steps"] = Value::of_int(r.clipped_steps);
+  out["data_wait_ms"] = Value::of_number(steps > 0 ? r.data_wait_s * 1e3 / steps : 0.0);
+  out["batch_loading_ms"] = Value::of_number(r.batch_loading_s * 1e3);
+  out["data_wait_percent"] = Value::of_int(
+      r.modelled_step_s > 0 && steps > 0 ? std::llround(100.0 * r.data_wait_s / steps / r.modelled_step_s) : 0);
+  bool rose = false;  // some optimizer step's loss above the one before it
+  for (size_t i = 1; i < losses.size(); ++i) rose = rose || losses[i] > losses[i - 1];
+  out["loss_rose"] = Value::of_bool(rose);
   out["final_loss"] = Value::of_number(r.final_loss);
   out["effective_batch"] = Value::of_int(sc.batch * sc.accum);
   out["skipped_steps"] = Value::of_int(r.skipped_steps);

@@ -175,6 +175,32 @@ const std::vector<StepKey>& step_keys() {
          s.scenario().momentum = static_cast<float>(f.number_of(n, k));
        },
        [](const StepSetup& s, const Add& add) { add("momentum " + num(s.scenario().momentum)); }},
+      {"loading",
+       [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
+         s.scenario().loading = f.string_of(n, k);
+       },
+       [](const StepSetup& s, const Add& add) {
+         if (s.scenario().loading != "off") add("loading " + s.scenario().loading);
+       }},
+      {"optimizer",
+       [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
+         s.scenario().optimizer = f.string_of(n, k);
+       },
+       [](const StepSetup& s, const Add& add) { add("optimizer " + s.scenario().optimizer); }},
+      {"weight_decay",
+       [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
+         s.scenario().weight_decay = static_cast<float>(f.number_of(n, k));
+       },
+       [](const StepSetup& s, const Add& add) {
+         if (s.scenario().weight_decay) add("weight_decay " + num(*s.scenario().weight_decay));
+       }},
+      {"clip_grad_norm",
+       [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
+         s.scenario().clip_grad_norm = static_cast<float>(f.number_of(n, k));
+       },
+       [](const StepSetup& s, const Add& add) {
+         if (s.scenario().clip_grad_norm) add("clip_grad_norm " + num(*s.scenario().clip_grad_norm));
+       }},
       {"seed",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().seed = static_cast<uint64_t>(at_least(f, n, k, 0));

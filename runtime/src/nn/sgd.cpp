@@ -6,8 +6,7 @@
 namespace furnace {
 
 SGD::SGD(std::vector<Parameter> params, float lr_, float momentum_, float weight_decay_)
-    : lr(lr_), momentum(momentum_), weight_decay(weight_decay_), params_(std::move(params)) {
-  FURNACE_CHECK(lr >= 0.0f) << "Invalid learning rate: " << lr;
+    : Optimizer(std::move(params), lr_), momentum(momentum_), weight_decay(weight_decay_) {
   FURNACE_CHECK(momentum >= 0.0f) << "Invalid momentum value: " << momentum;
   FURNACE_CHECK(weight_decay >= 0.0f) << "Invalid weight_decay value: " << weight_decay;
   momentum_buffers_.resize(params_.size());
@@ -27,25 +26,24 @@ void SGD::step(OpContext& ctx) {
   ++steps_;
 }
 
-void SGD::load_state(std::vector<Tensor> momentum_buffers, int64_t steps) {
-  FURNACE_CHECK(momentum_buffers.size() == params_.size())
-      << "optimizer state has " << momentum_buffers.size() << " momentum buffers for "
-      << params_.size() << " parameters";
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const Tensor& b = momentum_buffers[i];
-    if (!b.defined()) continue;
-    FURNACE_CHECK(b.shape() == params_[i].value->shape() && b.device() == params_[i].value->device())
-        << "momentum buffer of " << params_[i].name << ": shape " << shape_str(b.shape()) << " on "
-        << b.device().str() << ", the parameter is " << shape_str(params_[i].value->shape()) << " on "
-        << params_[i].value->device().str();
-  }
-  FURNACE_CHECK(steps >= 0) << "optimizer step count " << steps << " is negative";
-  momentum_buffers_ = std::move(momentum_buffers);
-  steps_ = steps;
+std::vector<OptimizerStateEntry> SGD::state(size_t i) const {
+  const Tensor& buf = momentum_buffers_.at(i);
+  if (!buf.defined()) return {};
+  return {{"momentum_buffer", buf, 0}};
 }
 
-void SGD::zero_grad(OpContext&) {
-  for (Parameter& p : params_) *p.grad = Tensor();  // set_to_none=True
+void SGD::load_state(std::vector<std::vector<OptimizerStateEntry>> per_param, int64_t steps) {
+  check_state_count(per_param.size(), steps);
+  std::vector<Tensor> buffers(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    for (OptimizerStateEntry& e : per_param[i]) {
+      FURNACE_CHECK(e.key == "momentum_buffer") << "SGD has no state '" << e.key << "' (parameter " << i << ")";
+      check_state_tensor(i, e.key, e.tensor);
+      buffers[i] = std::move(e.tensor);
+    }
+  }
+  momentum_buffers_ = std::move(buffers);
+  steps_ = steps;
 }
 
 }  // namespace furnace

@@ -196,7 +196,7 @@ std::vector<uint8_t> serialize_checkpoint(const Checkpoint& ck) {
   const std::vector<std::pair<std::string, std::vector<uint8_t>>> sections = {
       {"meta", std::vector<uint8_t>(meta.begin(), meta.end())},
       {"model", tensor_table(ck.model)},
-      {"optimizer", tensor_table(ck.momentum)}};
+      {"optimizer", tensor_table(ck.optimizer_state)}};
   Writer w;
   w.bytes(kMagic, sizeof kMagic);
   w.u32(kCheckpointVersion);
@@ -253,7 +253,7 @@ Checkpoint parse_checkpoint(const uint8_t* data, size_t size, const std::string&
 
   Checkpoint ck;
   ck.model = parse_tensor_table(sections["model"].first, sections["model"].second, origin, "model");
-  ck.momentum = parse_tensor_table(sections["optimizer"].first, sections["optimizer"].second, origin, "optimizer");
+  ck.optimizer_state = parse_tensor_table(sections["optimizer"].first, sections["optimizer"].second, origin, "optimizer");
   const auto& [meta, meta_size] = sections["meta"];
   parse_checkpoint_meta(std::string(reinterpret_cast<const char*>(meta), meta_size), ck, origin);
   return ck;

@@ -4,6 +4,7 @@
 // the strings "inf", "-inf" or "nan", which JSON numbers cannot hold.
 #include "train/checkpoint_meta.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -30,6 +31,11 @@ json scenario_json(const Scenario& s) {
           {"batch", s.batch},
           {"lr", real(s.lr)},
           {"momentum", real(s.momentum)},
+          {"optimizer", s.optimizer},
+          {"weight_decay", s.weight_decay ? real(*s.weight_decay) : json()},
+          {"betas", {real(s.beta1), real(s.beta2)}},
+          {"eps", real(s.eps)},
+          {"clip_grad_norm", s.clip_grad_norm ? real(*s.clip_grad_norm) : json()},
           {"lr_schedule", s.lr_schedule},
           {"seed", s.seed},
           {"data_dir", s.data_dir},
@@ -51,6 +57,7 @@ json scenario_json(const Scenario& s) {
           {"workers", s.workers},
           {"prefetch_factor", s.prefetch_factor},
           {"pin_memory", s.pin_memory},
+          {"loading", s.loading},
           {"track_accuracy", s.track_accuracy},
           {"allow_tf32", s.allow_tf32}};
 }
@@ -182,6 +189,19 @@ Scenario read_scenario(const Meta& m, const json& root) {
   s.batch = m.integer(j, "scenario.batch");
   s.lr = m.real32(j, "scenario.lr");
   s.momentum = m.real32(j, "scenario.momentum");
+  // Added with AdamW (checkpoints written before have none of them: SGD, no clipping).
+  if (j.contains("optimizer")) {
+    s.optimizer = m.text(j, "scenario.optimizer");
+    const json& wd = m.at(j, "scenario.weight_decay");
+    if (!wd.is_null()) s.weight_decay = m.real32_value(wd, "scenario.weight_decay");
+    const json& betas = m.at(j, "scenario.betas");
+    if (!betas.is_array() || betas.size() != 2) m.fail("scenario.betas", "must be a list of two numbers");
+    s.beta1 = m.real32_value(betas[0], "scenario.betas[0]");
+    s.beta2 = m.real32_value(betas[1], "scenario.betas[1]");
+    s.eps = m.real32(j, "scenario.eps");
+    const json& clip = m.at(j, "scenario.clip_grad_norm");
+    if (!clip.is_null()) s.clip_grad_norm = m.real32_value(clip, "scenario.clip_grad_norm");
+  }
   s.lr_schedule = m.text(j, "scenario.lr_schedule");
   s.seed = m.u64(j, "scenario.seed");
   s.data_dir = m.text(j, "scenario.data_dir");
@@ -207,6 +227,7 @@ Scenario read_scenario(const Meta& m, const json& root) {
   s.workers = m.int32(j, "scenario.workers");
   s.prefetch_factor = m.int32(j, "scenario.prefetch_factor");
   s.pin_memory = m.boolean(j, "scenario.pin_memory");
+  if (j.contains("loading")) s.loading = m.text(j, "scenario.loading");  // absent before it existed: "off"
   s.track_accuracy = m.boolean(j, "scenario.track_accuracy");
   s.allow_tf32 = m.boolean(j, "scenario.allow_tf32");
   return s;
@@ -214,20 +235,26 @@ Scenario read_scenario(const Meta& m, const json& root) {
 
 }  // namespace
 
-// "state.<i>.momentum_buffer" -> i, or -1.
-int64_t momentum_index(const std::string& name) {
-  const std::string head = "state.", tail = ".momentum_buffer";
-  if (name.size() <= head.size() + tail.size() || name.compare(0, head.size(), head) != 0 ||
-      name.compare(name.size() - tail.size(), tail.size(), tail) != 0)
-    return -1;
-  const std::string digits = name.substr(head.size(), name.size() - head.size() - tail.size());
-  if (digits.size() > 9 || (digits.size() > 1 && digits[0] == '0')) return -1;
+// "state.<i>.<key>" -> (i, key), or (-1, "").
+std::pair<int64_t, std::string> optimizer_state_name(const std::string& name) {
+  const std::string head = "state.";
+  if (name.compare(0, head.size(), head) != 0) return {-1, ""};
+  const size_t dot = name.find('.', head.size());
+  if (dot == std::string::npos || dot + 1 >= name.size()) return {-1, ""};
+  const std::string digits = name.substr(head.size(), dot - head.size());
+  if (digits.empty() || digits.size() > 9 || (digits.size() > 1 && digits[0] == '0')) return {-1, ""};
   int64_t i = 0;
   for (char c : digits) {
-    if (c < '0' || c > '9') return -1;
+    if (c < '0' || c > '9') return {-1, ""};
     i = i * 10 + (c - '0');
   }
-  return i;
+  return {i, name.substr(dot + 1)};
+}
+
+std::vector<std::string> optimizer_state_keys(const std::string& type) {
+  if (type == "SGD") return {"momentum_buffer"};
+  if (type == "AdamW") return {"step", "exp_avg", "exp_avg_sq"};
+  return {};
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -252,7 +279,7 @@ std::string checkpoint_meta_json(const Checkpoint& ck) {
       {"total_steps", ck.total_steps},
       {"save_every", ck.save_every},
       {"saved_by", ck.saved_by},
-      {"optimizer", {{"type", "SGD"}, {"steps", ck.optimizer_steps}, {"params", params}}},
+      {"optimizer", {{"type", ck.optimizer_type}, {"steps", ck.optimizer_steps}, {"params", params}}},
       {"scaler", scaler},
       {"loader",
        {{"epoch", l.epoch}, {"next_batch", l.next_batch}, {"seed", l.seed}, {"dataset_size", l.dataset_size},
@@ -313,7 +340,10 @@ void parse_checkpoint_meta(const std::string& text, Checkpoint& ck, const std::s
   FURNACE_CHECK(!ck.model.empty()) << "checkpoint " << origin << ": the model's state_dict is empty";
 
   const json& opt = m.object(root, "optimizer");
-  if (m.text(opt, "optimizer.type") != "SGD") m.fail("optimizer.type", "must be \"SGD\"");
+  ck.optimizer_type = m.text(opt, "optimizer.type");
+  const std::string expected_type = ck.scenario.optimizer_kind() == OptimizerKind::adamw ? "AdamW" : "SGD";
+  if (ck.optimizer_type != expected_type)
+    m.fail("optimizer.type", "must be \"" + expected_type + "\" (the scenario's optimizer " + ck.scenario.optimizer + ")");
   ck.optimizer_steps = m.integer(opt, "optimizer.steps", 0);
   const json& params = m.at(opt, "optimizer.params");
   if (!params.is_array() || params.size() != ck.model.size())
@@ -321,16 +351,31 @@ void parse_checkpoint_meta(const std::string& text, Checkpoint& ck, const std::s
   for (size_t i = 0; i < params.size(); ++i)
     if (!params[i].is_number_integer() || params[i].get<int64_t>() != static_cast<int64_t>(i))
       m.fail("optimizer.params", "must be 0.." + std::to_string(ck.model.size() - 1) + " in order");
-  for (const StateTensor& t : ck.momentum) {
-    const int64_t i = momentum_index(t.name);
-    FURNACE_CHECK(i >= 0 && i < static_cast<int64_t>(ck.model.size()))
+  const std::vector<std::string> keys = optimizer_state_keys(ck.optimizer_type);
+  std::string key_list;
+  for (const std::string& k : keys) key_list += (key_list.empty() ? "" : "|") + k;
+  std::map<int64_t, size_t> keys_of;  // parameter -> state entries seen
+  for (const StateTensor& t : ck.optimizer_state) {
+    const auto [i, key] = optimizer_state_name(t.name);
+    FURNACE_CHECK(i >= 0 && i < static_cast<int64_t>(ck.model.size()) &&
+                  std::find(keys.begin(), keys.end(), key) != keys.end())
         << "checkpoint " << origin << ": optimizer state '" << t.name
-        << "' names no parameter (expected state.<0.." << ck.model.size() - 1 << ">.momentum_buffer)";
-    FURNACE_CHECK(t.shape == ck.model[static_cast<size_t>(i)].shape)
+        << "' names no parameter (expected state.<0.." << ck.model.size() - 1 << ">.<" << key_list
+        << "> for " << ck.optimizer_type << ")";
+    ++keys_of[i];
+    const std::vector<int64_t>& want = key == "step" ? std::vector<int64_t>{} : ck.model[static_cast<size_t>(i)].shape;
+    FURNACE_CHECK(t.shape == want)
         << "checkpoint " << origin << ": optimizer state '" << t.name << "' has shape "
         << shape_text(t.shape) << ", its parameter " << ck.model[static_cast<size_t>(i)].name
-        << " " << shape_text(ck.model[static_cast<size_t>(i)].shape);
+        << " " << shape_text(want);
+    // AdamW's step: a float32 count, as PyTorch 1.13 keeps it (exact up to 2^24).
+    FURNACE_CHECK(key != "step" || (t.values[0] >= 1 && t.values[0] <= 16777216.0f && t.values[0] == std::floor(t.values[0])))
+        << "checkpoint " << origin << ": optimizer state '" << t.name << "' must be a whole number of steps >= 1";
   }
+  for (const auto& [i, n] : keys_of)
+    FURNACE_CHECK(n == keys.size()) << "checkpoint " << origin << ": parameter " << i << " has " << n
+                                    << " of the " << keys.size() << " optimizer state entries of "
+                                    << ck.optimizer_type << " (" << key_list << ")";
 
   const json& scaler = m.object(root, "scaler");
   ck.scaler.clear();

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "furnace/checkpoint.h"  // defines: Checkpoint
@@ -17,8 +18,11 @@ std::string checkpoint_meta_json(const Checkpoint& ck);
 // "checkpoint <origin>: ...".
 void parse_checkpoint_meta(const std::string& text, Checkpoint& ck, const std::string& origin);
 
-// The parameter index i of an optimizer state name "state.<i>.momentum_buffer"; -1 for any other.
-int64_t momentum_index(const std::string& name);
+// An optimizer state name "state.<i>.<key>" split into (i, key); i is -1 when the name has
+// another form.
+std::pair<int64_t, std::string> optimizer_state_name(const std::string& name);
+// The state keys torch.optim's `type` ("SGD", "AdamW") keeps per parameter; empty for another type.
+std::vector<std::string> optimizer_state_keys(const std::string& type);
 
 // "(512, 784)"
 std::string shape_text(const std::vector<int64_t>& shape);

@@ -79,7 +79,9 @@ HostMemoryEstimate estimate_host_memory(const Scenario& sc, const std::vector<in
     const bool replicated = dp && devices.size() > 1;
     const uint64_t p = master ? params * kF32 : 0;                     // the model's parameters
     const uint64_t g = master ? params * kF32 : 0;                     // their .grad
-    const uint64_t m = master && sc.momentum > 0 ? params * kF32 : 0;  // SGD's momentum buffers
+    // The optimizer's state: SGD's momentum buffers, AdamW's exp_avg and exp_avg_sq.
+    const uint64_t state_copies = sc.optimizer_kind() == OptimizerKind::adamw ? 2 : sc.momentum > 0 ? 1 : 0;
+    const uint64_t m = master ? state_copies * params * kF32 : 0;
     const uint64_t replica = replicated ? 2 * params * kF32 : 0;       // broadcast copy + its grads
     uint64_t act = activations(rows);
     if (dp && i == 0) act += 2 * batch * classes * kF32;  // gathered outputs and their gradient
@@ -103,7 +105,7 @@ HostMemoryEstimate estimate_host_memory(const Scenario& sc, const std::vector<in
       what << " (until its GPU runs out of memory: the run needs " << format_size(need) << " there and stops "
            << "with PyTorch's out-of-memory error)";
     } else if (master) {
-      what << " (parameters " << format_size(p) << ", gradients " << format_size(g) << ", momentum "
+      what << " (parameters " << format_size(p) << ", gradients " << format_size(g) << ", optimizer state "
            << format_size(m) << (replica ? ", replica " + format_size(replica) : std::string()) << ", activations "
            << format_size(act) << ")";
     } else {
@@ -119,8 +121,8 @@ HostMemoryEstimate estimate_host_memory(const Scenario& sc, const std::vector<in
   const uint64_t prefetch = sc.workers > 0 ? static_cast<uint64_t>(sc.prefetch_factor > 0 ? sc.prefetch_factor : 2) : 0;
   const uint64_t in_flight = (1 + static_cast<uint64_t>(sc.workers) * prefetch) * batch * (features + 1) * kF32;
   e.parts.push_back({"loader batches " + format_size(in_flight), in_flight});
-  if (checkpointing && !oom) {  // host copies of parameters and momentum, and the file's bytes
-    const uint64_t ck = 2 * 2 * params * kF32;
+  if (checkpointing && !oom) {  // host copies of parameters and optimizer state, and the file's bytes
+    const uint64_t ck = 2 * (sc.optimizer_kind() == OptimizerKind::adamw ? 3 : 2) * params * kF32;
     e.parts.push_back({"checkpoint " + format_size(ck), ck});
   }
   e.parts.push_back({"this process now (code, libraries, the dataset) " + format_size(process_bytes), process_bytes});

@@ -36,6 +36,7 @@ Scenario resume_scenario(const Scenario& saved, const Scenario& req,
   if (given("--workers")) s.workers = req.workers;
   if (given("--prefetch-factor")) s.prefetch_factor = req.prefetch_factor;
   if (given("--pin-memory")) s.pin_memory = req.pin_memory;
+  if (given("--loading")) s.loading = req.loading;
   if (given("--no-eval")) s.evaluate = req.evaluate;
   s.track_accuracy = req.track_accuracy;
   s.env = req.env;  // a new process has its own CUDA environment
@@ -55,6 +56,11 @@ Scenario resume_scenario(const Scenario& saved, const Scenario& req,
   same("--batch", saved.batch, req.batch);
   same("--lr", saved.lr, req.lr);
   same("--momentum", saved.momentum, req.momentum);
+  same("--optimizer", saved.optimizer, req.optimizer);
+  same("--weight-decay", saved.weight_decay_value(), req.weight_decay_value());
+  same("--betas", text_of(saved.beta1) + "," + text_of(saved.beta2), text_of(req.beta1) + "," + text_of(req.beta2));
+  same("--eps", saved.eps, req.eps);
+  same("--clip-grad-norm", saved.clip_grad_norm.value_or(0), req.clip_grad_norm.value_or(0));
   same("--lr-schedule", saved.lr_schedule, req.lr_schedule);
   same("--seed", saved.seed, req.seed);
   same("--amp", saved.amp, req.amp);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "furnace/error.h"
+#include "furnace/loading_cost.h"  // defines: loading_cost
 #include "furnace/train.h"
 
 namespace furnace {
@@ -27,6 +28,23 @@ std::optional<LrSchedule> parse_lr_schedule(const std::string& text) {
   if (text == "constant") return LrSchedule::constant;
   if (text == "cosine") return LrSchedule::cosine;
   return std::nullopt;
+}
+
+std::optional<OptimizerKind> parse_optimizer_kind(const std::string& text) {
+  if (text == "sgd") return OptimizerKind::sgd;
+  if (text == "adamw") return OptimizerKind::adamw;
+  return std::nullopt;
+}
+
+OptimizerKind Scenario::optimizer_kind() const {
+  const std::optional<OptimizerKind> m = parse_optimizer_kind(optimizer);
+  FURNACE_CHECK(m) << "--optimizer must be sgd or adamw (got '" << optimizer << "')";
+  return *m;
+}
+
+float Scenario::weight_decay_value() const {
+  if (weight_decay) return *weight_decay;
+  return optimizer_kind() == OptimizerKind::adamw ? 0.01f : 0.0f;  // torch.optim's defaults
 }
 
 ParallelMode Scenario::parallel_mode() const {
@@ -53,6 +71,16 @@ void Scenario::validate() const {
   FURNACE_CHECK(lr > 0 && lr < 100) << "--lr must be in (0, 100) (got " << lr << ")";
   FURNACE_CHECK(momentum >= 0 && momentum < 1) << "--momentum must be in [0, 1) (got " << momentum << ")";
   lr_schedule_mode();
+  optimizer_kind();
+  FURNACE_CHECK(!weight_decay || (*weight_decay >= 0 && *weight_decay < 1))
+      << "--weight-decay must be in [0, 1) (got " << *weight_decay << ")";
+  FURNACE_CHECK(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1)
+      << "--betas must both be in [0, 1) (got " << beta1 << "," << beta2 << ")";
+  FURNACE_CHECK(eps >= 0 && eps < 1) << "--eps must be in [0, 1) (got " << eps << ")";
+  FURNACE_CHECK(loading == "off" || loading_cost(loading))
+      << "--loading must be off, tensors or torchvision (got '" << loading << "')";
+  FURNACE_CHECK(!clip_grad_norm || (*clip_grad_norm > 0 && std::isfinite(*clip_grad_norm)))
+      << "--clip-grad-norm must be a positive finite number (got " << *clip_grad_norm << ")";
   const AmpMode amp_kind = amp_mode();
   FURNACE_CHECK(accum >= 1) << "--accum must be at least 1 (got " << accum << ")";
   // PyTorch takes any init_scale; 0, a negative or a non-finite scale makes every fp16 step skipped.

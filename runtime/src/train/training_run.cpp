@@ -20,6 +20,7 @@
 #include "furnace/error.h"
 #include "furnace/host_memory.h"  // defines: estimate_host_memory, check_host_memory
 #include "furnace/loader.h"
+#include "furnace/loading_cost.h"  // defines: loading_cost, batch_loading_seconds
 #include "furnace/nn.h"
 #include "furnace/phase_timer.h"  // defines: PhaseTimer
 #include "furnace/process.h"  // defines: resolve_visibility, Environment
@@ -30,6 +31,7 @@
 #include "train/ddp_ranks.h"       // defines: DdpRanks, RankSetup
 #include "train/dp_training.h"     // defines: DpTraining
 #include "train/training_data.h"   // defines: TrainingData, load_training_data
+#include "train/loading_timeline.h"  // defines: LoadingTimeline
 #include "train/training_state.h"  // defines: capture_model, load_model_and_optimizer
 
 namespace furnace {
@@ -108,6 +110,14 @@ ProcessRecord process_record(Runtime& rt, const Topology& topology, const Enviro
   return p;
 }
 
+// torch.optim.SGD(params, lr, momentum, weight_decay) or torch.optim.AdamW(params, lr, betas, eps,
+// weight_decay), as the scenario says.
+std::unique_ptr<Optimizer> make_optimizer(const Scenario& sc, std::vector<Parameter> params) {
+  if (sc.optimizer_kind() == OptimizerKind::adamw)
+    return std::make_unique<AdamW>(std::move(params), sc.lr, sc.beta1, sc.beta2, sc.eps, sc.weight_decay_value());
+  return std::make_unique<SGD>(std::move(params), sc.lr, sc.momentum, sc.weight_decay_value());
+}
+
 double evaluate_accuracy(OpContext& ctx, MLP& model, const ImageDataset& test, int64_t batch) {
   DataLoader loader(test, batch, /*shuffle=*/false, /*drop_last=*/false, 0);
   Batch b;
@@ -141,7 +151,7 @@ struct TrainingRun::State {
   std::shared_ptr<const TrainingData> data;  // this run's, or the one every DDP rank shares
   std::unique_ptr<Runtime> rt;
   std::unique_ptr<MLP> model;
-  std::unique_ptr<SGD> optimizer;
+  std::unique_ptr<Optimizer> optimizer;  // SGD or AdamW (Scenario::optimizer)
   CrossEntropyLoss criterion;
   std::unique_ptr<ImageDatasetView> train_view;
   std::unique_ptr<DataLoader> loader;
@@ -152,6 +162,8 @@ struct TrainingRun::State {
   std::unique_ptr<GradScaler> scaler;
   DType autocast = DType::f32;
   std::unique_ptr<PhaseTimer> phase;  // the single-device step's phases
+  std::unique_ptr<LoadingTimeline> loading;  // the host's loading on the modelled clock (--loading)
+  std::vector<int> gpus;                     // the devices the step runs on (waiting for data)
 
   TrainResult r;
   int64_t micro_per_epoch = 0, per_epoch = 0, total = 0;
@@ -178,7 +190,26 @@ struct TrainingRun::State {
   float single_micro_step(float dloss, double* accuracy, bool sync);
   void close_epoch();
   DdpReport ddp_report(int64_t steps) const;
+  double host_now() const;
+  void wait_for_batch();
 };
+
+// The host's time on the modelled clock: it waited for the GPUs at the last micro-step's
+// loss.item(), so it is the latest of their clocks.
+double TrainingRun::State::host_now() const {
+  double t = 0;
+  for (int d : gpus) t = std::max(t, rt->backend().device_time(d));
+  return t;
+}
+
+// The loop holds `batch` once the loader has produced it: until then the GPUs wait (--loading).
+void TrainingRun::State::wait_for_batch() {
+  if (!loading) return;
+  const double ready = loading->ready(batch.index, batch.size, host_now());
+  double waited = 0;
+  for (int d : gpus) waited = std::max(waited, rt->backend().model_host_wait(d, 0, ready));
+  r.data_wait_s += waited;
+}
 
 // Checks that `c` belongs to this run (schedule, position, data, shuffle), then loads the model,
 // the optimizer, the scaler and the loop's tallies from it.
@@ -341,7 +372,7 @@ void TrainingRun::start(const RankSetup* rank) {
   s.model->init_parameters(ctx, sc.seed);
   // DDP's constructor: rank 0's parameters to every rank, the first bucket.
   if (rank) s.ddp = std::make_unique<DistributedDataParallel>(rt, *s.model, *rank->group, DdpOptions{sc.bucket_cap_mb});
-  s.optimizer = std::make_unique<SGD>(s.model->parameters(), sc.lr, sc.momentum);
+  s.optimizer = make_optimizer(sc, s.model->parameters());
   s.train_view = std::make_unique<ImageDatasetView>(s.data->train);
   s.loader = std::make_unique<DataLoader>(*s.train_view, rank ? rank_loader_options(sc, rank->rank, rank->world)
                                                               : loader_options(sc));
@@ -373,6 +404,12 @@ void TrainingRun::start(const RankSetup* rank) {
       << "--stop-at-step " << ckpt.stop_at_step << " is not after the checkpoint's step " << s.start_steps;
   s.epoch = s.first_epoch;
   s.phase = std::make_unique<PhaseTimer>(rt, std::vector<int>{sc.device});
+  for (const auto& [d, bytes] : used_devices(rt, sc)) s.gpus.push_back(d);
+  if (std::optional<LoadingCost> cost = loading_cost(sc.loading)) {
+    const LoaderOptions lo = loader_options(sc);
+    r.batch_loading_s = batch_loading_seconds(*cost, sc.batch);
+    s.loading = std::make_unique<LoadingTimeline>(*cost, lo.num_workers, lo.prefetch_factor > 0 ? lo.prefetch_factor : 2);
+  }
   s.clock_start = rt.backend().device_time(sc.device);
   s.busy_start = rt.backend().device_busy_time(sc.device);
   s.t0 = std::chrono::steady_clock::now();
@@ -403,6 +440,7 @@ std::optional<Progress> TrainingRun::step() {
         s.loss_sum = 0;
         s.in_epoch = 0;
       }
+      if (s.loading) s.loading->start_epoch(s.host_now(), s.loader->position());
       s.epoch_open = true;
     }
     // CosineAnnealingLR with eta_min 0, T_max = total optimizer steps
@@ -417,6 +455,7 @@ std::optional<Progress> TrainingRun::step() {
     int micro = 0;
     bool more = true;
     for (; micro < sc.accum && (more = s.loader->next(s.batch)); ++micro) {
+      s.wait_for_batch();
       double acc = -1;
       float l = 0;
       if (s.dp) {
@@ -449,11 +488,17 @@ std::optional<Progress> TrainingRun::step() {
     }
     loss /= static_cast<float>(micro);
 
-    // The boundary: scaler.step(optimizer) (unscale, inf check, maybe skip), scaler.update(),
+    // The boundary: with clipping, scaler.unscale_(optimizer) and clip_grad_norm_; then
+    // scaler.step(optimizer) (unscale unless done, inf check, maybe skip), scaler.update(),
     // optimizer.zero_grad().
     bool stepped = true;
+    float grad_norm = -1;
     auto optimizer_work = [&](OpContext& c) {
       s.optimizer->lr = lr;
+      if (sc.clip_grad_norm) {
+        s.scaler->unscale_(c, *s.optimizer);
+        grad_norm = clip_grad_norm_(c, s.optimizer->parameters(), *sc.clip_grad_norm);
+      }
       stepped = s.scaler->step(c, *s.optimizer);
       s.scaler->update();
       s.optimizer->zero_grad(c);
@@ -467,6 +512,10 @@ std::optional<Progress> TrainingRun::step() {
       s.phase->end("optimizer", r.steps);
     }
     if (!stepped) ++r.skipped_steps;
+    if (sc.clip_grad_norm) {
+      r.last_grad_norm = grad_norm;
+      if (!(grad_norm <= *sc.clip_grad_norm)) ++r.clipped_steps;  // NaN counts: its gradients were touched
+    }
     if (trace.active() && s.scaler->is_enabled()) {  // GradScaler.update(): the new scale
       TraceEvent e;
       e.kind = EventKind::step;
@@ -508,6 +557,7 @@ std::optional<Progress> TrainingRun::step() {
     p.total_steps = s.total;
     p.loss = loss;
     p.micro_batches = micro;
+    p.grad_norm = grad_norm;
     p.accuracy = accuracy;
     p.samples_per_s = t > 0 ? static_cast<double>(r.train_samples - s.start_samples) / t : 0;
     p.eta_s = t / static_cast<double>(done_here) * static_cast<double>(s.total - r.steps);
@@ -535,7 +585,8 @@ void TrainingRun::save() {
   c.save_every = s.ckpt.save_every;
   c.saved_by = s.dp ? "DataParallel" : s.ddp ? "DistributedDataParallel" : "Sequential";
   c.model = capture_model(*s.rt, *s.model, s.dp != nullptr || s.ddp != nullptr);
-  c.momentum = capture_momentum(*s.rt, *s.optimizer);
+  c.optimizer_type = s.optimizer->type();
+  c.optimizer_state = capture_optimizer_state(*s.rt, *s.optimizer);
   c.optimizer_steps = s.optimizer->step_count();
   c.scaler = s.scaler->state_dict();
   // The epoch the loop is in (after the last one: one past it, with the loader at its end).

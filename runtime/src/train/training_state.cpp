@@ -2,7 +2,7 @@
 #include "train/training_state.h"
 
 #include "furnace/error.h"
-#include "train/checkpoint_meta.h"  // defines: momentum_index, shape_text
+#include "train/checkpoint_meta.h"  // defines: optimizer_state_name, shape_text
 
 namespace furnace {
 namespace {
@@ -37,16 +37,18 @@ std::vector<StateTensor> capture_model(Runtime& rt, MLP& model, bool data_parall
   return out;
 }
 
-std::vector<StateTensor> capture_momentum(Runtime& rt, const SGD& optimizer) {
+std::vector<StateTensor> capture_optimizer_state(Runtime& rt, const Optimizer& optimizer) {
   std::vector<StateTensor> out;
-  for (size_t i = 0; i < optimizer.parameters().size(); ++i) {
-    const Tensor& buf = optimizer.momentum_buffer(i);
-    if (buf.defined()) out.push_back(to_host(rt, "state." + std::to_string(i) + ".momentum_buffer", buf));
-  }
+  for (size_t i = 0; i < optimizer.parameters().size(); ++i)
+    for (const OptimizerStateEntry& e : optimizer.state(i)) {
+      const std::string name = "state." + std::to_string(i) + "." + e.key;
+      if (e.tensor.defined()) out.push_back(to_host(rt, name, e.tensor));
+      else out.push_back({name, {}, {static_cast<float>(e.count)}});  // torch.tensor(float(step))
+    }
   return out;
 }
 
-void load_model_and_optimizer(Runtime& rt, MLP& model, SGD& optimizer, const Checkpoint& ck,
+void load_model_and_optimizer(Runtime& rt, MLP& model, Optimizer& optimizer, const Checkpoint& ck,
                               bool data_parallel, bool strict_keys, const std::string& path,
                               std::vector<std::string>& notes) {
   std::vector<Parameter> params = model.parameters();
@@ -99,21 +101,28 @@ void load_model_and_optimizer(Runtime& rt, MLP& model, SGD& optimizer, const Che
   }
   // The optimizer's state is keyed by parameter index (param_groups[0]["params"]), the same in
   // both modes: the prefix never reaches it.
-  std::vector<Tensor> buffers(params.size());
-  for (const StateTensor& t : ck.momentum) {
-    const int64_t i = momentum_index(t.name);
+  FURNACE_CHECK(ck.optimizer_type == optimizer.type())
+      << "checkpoint " << path << " holds the state of " << ck.optimizer_type << ", this run's optimizer is "
+      << optimizer.type();
+  std::vector<std::vector<OptimizerStateEntry>> state(params.size());
+  for (const StateTensor& t : ck.optimizer_state) {
+    const auto [i, key] = optimizer_state_name(t.name);
     FURNACE_CHECK(i >= 0 && static_cast<size_t>(i) < params.size())
         << "checkpoint " << path << ": optimizer state '" << t.name << "' names no parameter of this model";
     const Tensor& value = *params[static_cast<size_t>(i)].value;
+    if (t.shape.empty() && key == "step") {  // a count, not a tensor on the device
+      state[static_cast<size_t>(i)].push_back({key, Tensor(), static_cast<int64_t>(t.values.at(0))});
+      continue;
+    }
     FURNACE_CHECK(t.shape == value.shape())
         << "checkpoint " << path << ": optimizer state '" << t.name << "' has shape " << shape_text(t.shape)
         << ", parameter " << i << " of this model " << shape_text(value.shape());
     Tensor buf = Tensor::empty(rt, value.device(), value.shape());
     OpContext ctx{rt, value.device().index, 0};
     ops::copy_to_device(ctx, buf, t.values.data());
-    buffers[static_cast<size_t>(i)] = std::move(buf);
+    state[static_cast<size_t>(i)].push_back({key, std::move(buf), 0});
   }
-  optimizer.load_state(std::move(buffers), ck.optimizer_steps);
+  optimizer.load_state(std::move(state), ck.optimizer_steps);
 }
 
 }  // namespace furnace

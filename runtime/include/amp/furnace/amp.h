@@ -35,10 +35,10 @@ class GradScaler {
   int64_t growth_tracker() const { return growth_tracker_; }
 
   // unscale_(optimizer): grads *= 1/scale, recording non-finite values per device.
-  void unscale_(OpContext& ctx, SGD& optimizer);
+  void unscale_(OpContext& ctx, Optimizer& optimizer);
   // step(optimizer): unscales first if needed; calls optimizer.step() unless any device found
   // inf/NaN. Returns true when the optimizer stepped, false when the step was skipped.
-  bool step(OpContext& ctx, SGD& optimizer);
+  bool step(OpContext& ctx, Optimizer& optimizer);
   // update(): the scale rule; update(new_scale) sets the scale and leaves the tracker alone.
   void update();
   void update(double new_scale);
@@ -62,7 +62,7 @@ class GradScaler {
   GradScalerOptions opt_;
   float scale_;  // stored as float32, as PyTorch's _scale tensor
   int64_t growth_tracker_ = 0;
-  std::map<const SGD*, OptimizerState> per_optimizer_;
+  std::map<const Optimizer*, OptimizerState> per_optimizer_;
   bool last_skipped_ = false;
 };
 

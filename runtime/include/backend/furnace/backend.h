@@ -89,6 +89,10 @@ class Backend {
   // cudaStreamWaitEvent on the modelled clock: later work on (device, stream) starts no earlier
   // than `until_s` (a collective's end on the communication stream). Nothing where unmodelled.
   virtual void model_stream_wait(int /*device*/, int /*stream*/, double /*until_s*/) {}
+  // The host gives (device, stream) its next work no earlier than `host_s` on the modelled clock
+  // (it was loading the batch): the stream idles until then, and the trace shows the wait.
+  // Returns the seconds it idled; 0 where nothing is modelled (a real GPU simply waits).
+  virtual double model_host_wait(int /*device*/, int /*stream*/, double /*host_s*/) { return 0; }
   // ---- collectives (optional) -----------------------------------------------------------------
   // Collectives over this process's devices (NCCL on the cuda backend), queued on each device's
   // `stream`. collectives_available says whether they run over `devices` (distinct, at least two)

@@ -1,5 +1,6 @@
 // furnace/checkpoint.h: the whole training state of a run on disk (`furnace train --checkpoint`,
-// `--resume`): the model's state_dict, the optimizer's momentum buffers, the GradScaler's
+// `--resume`): the model's state_dict, the optimizer's state (SGD's momentum buffers, AdamW's
+// moments and step counts), the GradScaler's
 // state_dict, the DataLoader's position, the run's counters and its Scenario; the file format
 // (docs/checkpoint-format.md: magic, version, named sections, CRC32), its atomic write, and its
 // reader, which trusts no size in the file (tests/fuzz/fuzz_checkpoint.cpp). Also PyTorch's
@@ -59,10 +60,14 @@ struct Checkpoint {
   // "DataParallel" (keys "module.0.weight", ...), as torch.save(model.state_dict()) would.
   std::string saved_by = "Sequential";
   std::vector<StateTensor> model;
-  // optimizer.state_dict()["state"]: entry i is "state.<i>.momentum_buffer" for parameter i of
-  // param_groups[0]["params"]; absent for a parameter that has not stepped yet. Keyed by index, as
-  // PyTorch's optimizer state is, so the "module." prefix never touches it.
-  std::vector<StateTensor> momentum;
+  // torch.optim's class name: "SGD" or "AdamW" (the scenario's optimizer).
+  std::string optimizer_type = "SGD";
+  // optimizer.state_dict()["state"]: "state.<i>.<key>" for parameter i of
+  // param_groups[0]["params"], the keys of its optimizer (SGD: momentum_buffer; AdamW: step, a
+  // 0-dim tensor as in PyTorch 1.13, exp_avg, exp_avg_sq); none for a parameter that has not
+  // stepped yet. Keyed by index, as PyTorch's optimizer state is, so the "module." prefix never
+  // touches it.
+  std::vector<StateTensor> optimizer_state;
   int64_t optimizer_steps = 0;
   std::map<std::string, double> scaler;  // GradScaler.state_dict(); empty when fp16 is off
   LoaderPosition loader;

@@ -30,9 +30,11 @@ struct GradScalerSettings {
 enum class ParallelMode { none, dp, ddp };   // "none", "dp", "ddp"
 enum class AmpMode { off, fp16, bf16 };  // "off", "fp16", "bf16"
 enum class LrSchedule { constant, cosine };  // "constant", "cosine"
+enum class OptimizerKind { sgd, adamw };     // "sgd", "adamw"
 std::optional<ParallelMode> parse_parallel_mode(const std::string& text);
 std::optional<AmpMode> parse_amp_mode(const std::string& text);
 std::optional<LrSchedule> parse_lr_schedule(const std::string& text);
+std::optional<OptimizerKind> parse_optimizer_kind(const std::string& text);
 
 struct Scenario {
   std::string topology = "laptop-4060";  // name in data/topologies or a path to a .toml
@@ -42,6 +44,15 @@ struct Scenario {
   int64_t batch = 256;
   float lr = 0.1f;
   float momentum = 0.9f;
+  // "sgd": torch.optim.SGD(lr, momentum, weight_decay); "adamw": torch.optim.AdamW(lr, betas=(beta1,
+  // beta2), eps, weight_decay), decoupled weight decay.
+  std::string optimizer = "sgd";
+  std::optional<float> weight_decay;  // unset: the optimizer's default (SGD 0, AdamW 0.01)
+  float beta1 = 0.9f, beta2 = 0.999f;  // AdamW's betas (PyTorch's defaults)
+  float eps = 1e-8f;                   // AdamW's eps
+  // torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm) before each optimizer step (after
+  // scaler.unscale_(optimizer) under fp16); unset: no clipping.
+  std::optional<float> clip_grad_norm;
   std::string lr_schedule = "cosine";  // "constant", or "cosine": torch.optim.lr_scheduler.
                                        // CosineAnnealingLR(T_max = total steps), stepped per step
   uint64_t seed = 0;
@@ -79,6 +90,11 @@ struct Scenario {
   int workers = 0;          // DataLoader num_workers
   int prefetch_factor = -1; // -1: None (2 per worker)
   bool pin_memory = false;  // pinned batches: host-to-device copies at pinned bandwidth
+  // The host's loading time on the modelled clock (furnace/loading_cost.h): "off" (the GPU never
+  // waits for data), "tensors" (a TensorDataset in memory) or "torchvision" (FashionMNIST with
+  // ToTensor and Normalize). With 0 workers the GPU waits while each batch loads; workers load
+  // ahead, in parallel with the GPU's steps.
+  std::string loading = "off";
   bool track_accuracy = false;  // report each training batch's accuracy in Progress (one extra
                                 // argmax kernel per step, as `(out.argmax(1) == y).sum()`)
   bool allow_tf32 = false;  // torch.backends.cuda.matmul.allow_tf32: fp32 GEMMs on TF32 tensor
@@ -90,6 +106,8 @@ struct Scenario {
   ParallelMode parallel_mode() const;
   AmpMode amp_mode() const;
   LrSchedule lr_schedule_mode() const;
+  OptimizerKind optimizer_kind() const;
+  float weight_decay_value() const;  // weight_decay, or the optimizer's default
 };
 
 struct DeviceMemoryReport {
@@ -171,6 +189,10 @@ struct TrainResult {
   int64_t skipped_steps = 0;           // fp16: optimizer steps skipped (inf/NaN gradients)
   double final_loss_scale = 1;
   double modelled_step_s = 0;          // modelled GPU seconds per optimizer step
+  double data_wait_s = 0;              // modelled seconds the GPU waited for the host's batches
+  double batch_loading_s = 0;          // modelled host seconds to load one full batch (0: "off")
+  float last_grad_norm = -1;           // clip_grad_norm_: the last step's total norm (-1: no clipping)
+  int64_t clipped_steps = 0;           // steps whose norm exceeded max_norm (the gradients were scaled down)
   // Checkpoints (CheckpointOptions): the step this run resumed from (-1: a fresh start), the
   // checkpoints it saved, the size and mean wall time of one save, and whether it ended at
   // stop_at_step (then it is not evaluated).
@@ -189,6 +211,7 @@ struct Progress {
   int64_t step_in_epoch = 0, steps_per_epoch = 0;
   int64_t global_step = 0, total_steps = 0;
   float loss = 0;
+  float grad_norm = -1;   // clip_grad_norm_'s total norm before clipping; -1 without --clip-grad-norm
   int micro_batches = 0;  // in this optimizer step: accum, fewer for an epoch's last short group
   double accuracy = -1;  // this batch's training accuracy; -1 unless Scenario::track_accuracy
   double samples_per_s = 0;

@@ -173,6 +173,15 @@ void SimBackend::model_stream_wait(int device, int stream, double until_s) {
   advance(device, stream, until_s, 0.0);
 }
 
+double SimBackend::model_host_wait(int device, int stream, double host_s) {
+  device_spec(device);  // bounds check
+  const double before = stream_time(device, stream);
+  if (host_s <= before) return 0;
+  advance(device, stream, host_s, 0);  // idle: the clock moves, the busy time does not
+  emit(EventKind::phase, "waiting for data (host loading)", device, stream, before, host_s - before, 0, 0);
+  return host_s - before;
+}
+
 void SimBackend::memset(int device, void* ptr, int value, size_t bytes, int stream) {
   if (bytes > 0) std::memset(ptr, value, bytes);
   account_kernel(device, stream, "memset", KernelCost{0, static_cast<double>(bytes), DType::u8});

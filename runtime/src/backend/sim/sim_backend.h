@@ -55,6 +55,7 @@ class SimBackend : public Backend {
                         double seconds, size_t bytes) override;
   double stream_time(int device, int stream) const override;
   void model_stream_wait(int device, int stream, double until_s) override;
+  double model_host_wait(int device, int stream, double host_s) override;
 
   const Topology& topology() const { return topology_; }
 

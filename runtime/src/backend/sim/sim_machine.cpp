@@ -215,6 +215,9 @@ class ProcessBackend : public Backend {
     m_.record_kernel(physical_[static_cast<size_t>(device)], seconds, b.device_time(device));
     return true;
   }
+  double model_host_wait(int device, int stream, double host_s) override {
+    return ready(device).model_host_wait(device, stream, host_s);  // idle: nothing for smi's load
+  }
   void account_kernel(int device, int stream, const char* name, const KernelCost& cost) override {
     SimBackend& b = ready(device);
     b.account_kernel(device, stream, name, cost);
