@@ -67,8 +67,9 @@ DdpRanks::DdpRanks(const Scenario& sc, TraceBus& trace, const CheckpointOptions&
   const Topology topology = load_topology(sc.topology);
   world_ = ddp_world_size(sc, topology);
   FURNACE_CHECK(checkpoints.resume == nullptr)
-      << "--resume with --parallel ddp is not supported yet: resume the checkpoint without --parallel ddp "
-         "(its keys carry DDP's 'module.' prefix, which loading strips with a note)";
+      << "--resume of a --parallel ddp run is not supported yet: its checkpoint holds rank 0's model and "
+         "optimizer (keys with DDP's 'module.' prefix), and resuming needs every rank's DistributedSampler "
+         "position, which is not restored yet";
   std::shared_ptr<const TrainingData> data = load_training_data(sc, !checkpoints.path.empty());
 
   // Host memory: every rank's simulated GPU holds its model, gradients, buckets (as large as the
