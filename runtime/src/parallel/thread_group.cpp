@@ -117,9 +117,17 @@ class Rendezvous {
     outcome_.start_s = 0;
     for (const Arrival& a : arrivals_) outcome_.start_s = std::max(outcome_.start_s, a.ready_s);
     if (first.what == Collective::all_reduce) {
-      outcome_.values.assign(arrivals_[0].bytes, arrivals_[0].bytes + n);
-      for (size_t r = 1; r < arrivals_.size(); ++r)  // rank order: ((t0 + t1) + t2) + ...
-        for (size_t i = 0; i < n; ++i) outcome_.values[i] += arrivals_[r].bytes[i];
+      outcome_.values.resize(n);
+      // Rank order, ((t0 + t1) + t2) + ..., a block at a time so the partial sums stay in L1
+      // while every rank's bytes stream past once.
+      constexpr size_t kBlock = 2048;
+      float* sum = outcome_.values.data();
+      for (size_t start = 0; start < n; start += kBlock) {
+        const size_t end = std::min(n, start + kBlock);
+        std::copy(arrivals_[0].bytes + start, arrivals_[0].bytes + end, sum + start);
+        for (size_t r = 1; r < arrivals_.size(); ++r)
+          for (size_t i = start; i < end; ++i) sum[i] += arrivals_[r].bytes[i];
+      }
     } else if (first.what == Collective::broadcast) {
       const float* src = arrivals_[static_cast<size_t>(first.root)].bytes;
       outcome_.values.assign(src, src + n);
