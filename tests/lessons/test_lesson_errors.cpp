@@ -75,6 +75,13 @@ TEST_F(LessonErrors, ScenarioKeyTheActionDoesNotRead) {
   expect_error("lesson.toml", 16, "scenario key 'batch' is not used by action 'devices'");
 }
 
+TEST_F(LessonErrors, DistributedDataParallelOutsideTrain) {
+  // DDP starts the processes of a training run: a one-process action refuses it, on its line.
+  write_tiny(replaced(replaced(kTinyToml, "action = \"devices\"", "action = \"forward\""),
+                      "env = { CUDA_VISIBLE_DEVICES = \"0,1\" }\n", "parallel = \"ddp\"\n"));
+  expect_error("lesson.toml", 15, "'parallel = \"ddp\"' is for action 'train' only");
+}
+
 TEST_F(LessonErrors, UnknownEnvironmentVariable) {
   write_tiny(replaced(kTinyToml, "env = { CUDA_VISIBLE_DEVICES = \"0,1\" }", "env = { CUDA_VISIBLE_DEVICE = \"0,1\" }"));
   expect_error("lesson.toml", 15, "did you mean 'CUDA_VISIBLE_DEVICES'");

@@ -26,13 +26,14 @@ const std::vector<std::string> kCandidates = {
     "\"sgd\"", "\"laptop-4060\"", "\"0\"", "[0]", "[1]", "[0, 1]", "[\"1MiB\"]", "{ CUDA_VISIBLE_DEVICES = \"0\" }"};
 
 // What an action needs besides the key under test (FORMAT.md: memory needs alloc, machine a story;
-// DataParallel's keys need parallel = "dp").
+// DataParallel's keys need parallel = "dp", DDP's parallel = "ddp").
 std::string companions(const ActionInfo& action, const std::string& key) {
   const auto lists = [&](const char* k) {
     return key != k && std::find(action.keys.begin(), action.keys.end(), k) != action.keys.end();
   };
   std::string out;
-  if (lists("parallel")) out += "parallel = \"dp\"\n";
+  const bool ddp_key = key == "nproc" || key == "bucket_cap_mb" || key == "sampler_set_epoch";
+  if (lists("parallel")) out += ddp_key ? "parallel = \"ddp\"\n" : "parallel = \"dp\"\n";
   if (lists("alloc")) out += "alloc = [\"1MiB\"]\n";
   if (lists("story")) out += "story = \"" + stories().front().first + "\"\n";
   return out;

@@ -11,6 +11,40 @@
 
 namespace furnace::lesson::detail {
 
+namespace {
+
+// DistributedDataParallel (parallel = "ddp"): each rank's GPU, batch and time per optimizer step
+// (the DataParallel observables device_ids, chunks, busy_ms, idle_ms, read per rank), and the
+// all-reduce: its buckets, its bytes, the share of it hidden behind backward.
+void add_ddp(const DdpReport& d, Observables& out) {
+  std::vector<int64_t> devices, chunks;
+  std::vector<double> busy, idle, comm, exposed;
+  for (const DdpRankReport& rank : d.ranks) {
+    devices.push_back(rank.device);
+    chunks.push_back(d.rank_batch);
+    busy.push_back(rank.busy_s * 1e3);
+    idle.push_back(rank.idle_s * 1e3);
+    comm.push_back(rank.comm_s * 1e3);
+    exposed.push_back(rank.exposed_s * 1e3);
+  }
+  out["device_ids"] = Value::of_ints(devices);
+  out["chunks"] = Value::of_ints(chunks);
+  out["output_device"] = Value::of_int(d.ranks.empty() ? 0 : d.ranks.front().device);  // rank 0's GPU
+  out["busy_ms"] = Value::of_numbers(busy);
+  out["idle_ms"] = Value::of_numbers(idle);
+  out["comm_ms"] = Value::of_numbers(comm);
+  out["exposed_ms"] = Value::of_numbers(exposed);
+  out["ddp_world"] = Value::of_int(d.world);
+  out["ddp_rank_batch"] = Value::of_int(d.rank_batch);
+  out["ddp_step_ms"] = Value::of_number(d.step_s * 1e3);
+  out["ddp_hidden_share"] = Value::of_number(d.hidden_share);
+  out["ddp_bucket_bytes"] = Value::of_ints(std::vector<int64_t>(d.bucket_bytes.begin(), d.bucket_bytes.end()));
+  out["allreduce_bytes_per_step"] = Value::of_int(static_cast<int64_t>(d.allreduce_bytes_per_step));
+  out["sent_bytes_per_step"] = Value::of_int(static_cast<int64_t>(d.sent_bytes_per_step));
+}
+
+}  // namespace
+
 void run_train(const TrainSetup& s, Observables& out, TraceBus* trace) {
   Scenario sc = s.scenario;
   if (sc.data_dir.empty()) sc.data_dir = lesson_data_dir();
@@ -79,6 +113,7 @@ void run_train(const TrainSetup& s, Observables& out, TraceBus* trace) {
   out["context"] = Value::of_ints(context);
   out["smi_used"] = Value::of_ints(smi);
   out["wall_samples_per_s"] = Value::of_number(r.samples_per_s);
+  out["epoch_losses"] = Value::of_numbers(std::vector<double>(r.epoch_mean_loss.begin(), r.epoch_mean_loss.end()));
 
   if (r.dp) {
     std::vector<double> busy, idle;
@@ -92,6 +127,8 @@ void run_train(const TrainSetup& s, Observables& out, TraceBus* trace) {
     out["busy_ms"] = Value::of_numbers(busy);
     out["idle_ms"] = Value::of_numbers(idle);
     for (const std::string& w : r.dp->warnings) add_warning(out, w);
+  } else if (r.ddp) {
+    add_ddp(*r.ddp, out);
   } else {
     out["device_ids"] = Value::of_ints(std::vector<int>{sc.device});
     out["chunks"] = Value::of_ints(std::vector<int64_t>{sc.batch});

@@ -108,7 +108,7 @@ const std::vector<StepKey>& step_keys() {
       {"parallel",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().parallel = f.string_of(n, k);
-         if (!parse_parallel_mode(s.scenario().parallel)) f.fail(&n, "'parallel' must be \"none\" or \"dp\"");
+         if (!parse_parallel_mode(s.scenario().parallel)) f.fail(&n, "'parallel' must be \"none\", \"dp\" or \"ddp\"");
        },
        [](const StepSetup& s, const Add& add) { add("parallel " + s.scenario().parallel); }},
       {"device",
@@ -126,6 +126,23 @@ const std::vector<StepKey>& step_keys() {
          s.scenario().output_device = static_cast<int>(f.integer_of(n, k));
        },
        [](const StepSetup& s, const Add& add) { add("output_device " + std::to_string(*s.scenario().output_device)); }},
+      {"nproc",
+       [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
+         s.scenario().nproc = static_cast<int>(at_least(f, n, k, 1));
+       },
+       [](const StepSetup& s, const Add& add) { add("nproc " + std::to_string(s.scenario().nproc)); }},
+      {"bucket_cap_mb",
+       [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
+         s.scenario().bucket_cap_mb = f.number_of(n, k);
+       },
+       [](const StepSetup& s, const Add& add) { add("bucket_cap_mb " + num(s.scenario().bucket_cap_mb)); }},
+      {"sampler_set_epoch",
+       [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
+         s.scenario().sampler_set_epoch = f.boolean_of(n, k);
+       },
+       [](const StepSetup& s, const Add& add) {
+         add(s.scenario().sampler_set_epoch ? "sampler.set_epoch(epoch)" : "sampler.set_epoch() never called");
+       }},
       {"model_device",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          const std::string v = f.string_of(n, k);
@@ -351,6 +368,9 @@ StepSetup read_setup(const Fields* f, const ActionInfo& action) {
   // TOML tables come back sorted by name; keep the keys in the order they take effect (FORMAT.md's
   // table): "free [0,2], empty_cache()" rather than "empty_cache(), free [0,2]".
   std::stable_sort(s.keys.begin(), s.keys.end(), [](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
+  // DistributedDataParallel starts processes of a training run: the train action alone runs it.
+  if (parse_parallel_mode(sc.parallel) == ParallelMode::ddp && action.name != "train")
+    f->fail(f->find("parallel"), "'parallel = \"ddp\"' is for action 'train' only (action '" + action.name + "' runs one process)");
   // What the CLI does too: model.cuda(device_ids[0]) before wrapping, unless `device` is given.
   if (parse_parallel_mode(sc.parallel) == ParallelMode::dp && sc.device_ids && !sc.device_ids->empty() &&
       std::find(s.keys.begin(), s.keys.end(), "device") == s.keys.end())
