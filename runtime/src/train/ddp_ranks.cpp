@@ -83,8 +83,9 @@ DdpRanks::DdpRanks(const Scenario& sc, TraceBus& trace, const CheckpointOptions&
     sizes.insert(sizes.end(), sc.hidden.begin(), sc.hidden.end());
     sizes.push_back(10);
     std::vector<std::pair<int, uint64_t>> devices;
+    const Visibility visible = resolve_visibility(topology.gpus, sc.env);
     for (int r = 0; r < world_; ++r) {
-      const GpuSpec& g = topology.gpus[static_cast<size_t>(resolve_visibility(topology.gpus, sc.env).devices[static_cast<size_t>(r)].physical_index)];
+      const GpuSpec& g = topology.gpus[static_cast<size_t>(visible.devices[static_cast<size_t>(r)].physical_index)];
       devices.emplace_back(r, g.memory_bytes - std::min(g.memory_bytes, g.context_bytes));
     }
     check_host_memory(estimate_host_memory(as_dp, sizes, devices, host_memory_resident(), !checkpoints.path.empty()),
@@ -178,11 +179,7 @@ std::optional<Progress> DdpRanks::step() {
   std::vector<std::optional<Progress>> got(static_cast<size_t>(world_));
   on_every_rank([&](int r) { got[static_cast<size_t>(r)] = runs_[static_cast<size_t>(r)]->step(); });
   std::optional<Progress> p = got[0];
-  if (p) {
-    const double t = now_s() - t0_;
-    p->samples_per_s *= world_;  // rank 0's rate: every rank draws as many samples
-    if (t <= 0) p->samples_per_s = 0;
-  }
+  if (p) p->samples_per_s *= world_;  // rank 0's rate: every rank draws as many samples
   return p;
 }
 
