@@ -12,6 +12,7 @@
 
 #include "controller.h"
 #include "fake_run.h"
+#include "frames_until.h"
 #include "frame_stats.h"
 #include "furnace/error.h"
 #include "lesson_driver.h"
@@ -23,13 +24,7 @@ namespace furnace::viz {
 namespace {
 
 TraceEvent event(EventKind kind, const char* name, int device, double start = 0, double dur = 0) {
-  TraceEvent e;
-  e.kind = kind;
-  e.name = name;
-  e.device = device;
-  e.start_s = start;
-  e.dur_s = dur;
-  return e;
+  return testing::trace_event(kind, name, device, start, dur);
 }
 
 // ---- LiveFeed -----------------------------------------------------------------------------
@@ -358,18 +353,6 @@ AppState slice_app() {
   return app;
 }
 
-// Runs the controller's frame loop until `done` or `seconds` pass.
-template <class Pred>
-bool frames_until(Controller& c, AppState& app, Pred done, double seconds = 60) {
-  const auto t0 = std::chrono::steady_clock::now();
-  for (;;) {
-    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    c.update(app, t);
-    if (done(c.snapshot())) return true;
-    if (t > seconds) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
 
 TEST(Controller, TrainsLiveAndStopsWhenAsked) {
   AppState app = slice_app();

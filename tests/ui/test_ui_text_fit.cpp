@@ -85,12 +85,33 @@ TEST_P(TextFit, EachPanelAlone) {
   }
 }
 
+// A DistributedDataParallel run of 8 ranks: the Step flow at each of its stages (the buckets
+// filling, each bucket's ring, the legend and the figures), every panel, the Controls on ddp.
+TEST_P(TextFit, TheDdpLayoutAtEveryStage) {
+  SnapshotBuilder b = testing::fake_ddp_run();
+  app_.controls.parallel = "ddp";
+  EXPECT_EQ(overflows(b.snapshot()), "");
+  const size_t stages = ui_.step_flow.stages.size();
+  ASSERT_EQ(stages, 7u);  // h2d, forward, loss, backward, all_reduce x 2, optimizer
+  for (size_t i = 0; i < stages; ++i) {
+    ui_.step_flow.player.jump(static_cast<int>(i));
+    ui_.step_flow.player.playing = false;
+    ui_.step_flow.player.t = StepFlowPlayer::kTransition;
+    EXPECT_EQ(overflows(b.snapshot()), "") << "stage " << i << " " << ui_.step_flow.stages[i].name;
+    EXPECT_EQ(ui_.step_flow.player.stage, static_cast<int>(i));
+  }
+  for (int i = 0; i < kPanelCount; ++i) {
+    app_.solo = static_cast<PanelId>(i);
+    EXPECT_EQ(overflows(b.snapshot()), "") << panel_name(*app_.solo);
+  }
+}
+
 // Lesson steps beside the live panels, before the step ran and after its checks.
 TEST_P(TextFit, LessonSteps) {
   LessonDriver lessons;
   lessons.load();
   const std::pair<const char*, int> steps[] = {{"01-single-card", 0}, {"03-device-mapping", 1},
-                                               {"05-memory", 2}, {"05-memory", 4}, {"08-select-gpu", 0}, {"11-mixed-precision", 1}};
+                                               {"05-memory", 2}, {"05-memory", 4}, {"08-select-gpu", 0}, {"11-mixed-precision", 1}, {"13-ddp", 1}};
   for (const auto& [id, step] : steps) {
     const int index = lessons.find(id);
     ASSERT_GE(index, 0) << id;

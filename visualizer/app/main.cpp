@@ -383,9 +383,8 @@ void check_options(const Options& o) {
       << "unknown backend '" << furnace::printable(s.backend) << "' (choose sim or cuda)";
   FURNACE_CHECK(s.data_dir.empty() || std::filesystem::is_directory(s.data_dir))
       << furnace::printable(s.data_dir) << ": dataset directory does not exist";
-  FURNACE_CHECK(furnace::parse_parallel_mode(s.parallel) != furnace::ParallelMode::ddp)
-      << "--parallel ddp is not in the visualizer yet: use none or dp here (furnace train --parallel ddp "
-         "and furnace compare dp ddp run DistributedDataParallel)";
+  FURNACE_CHECK(furnace::parse_parallel_mode(s.parallel) == furnace::ParallelMode::ddp || s.nproc == -1)
+      << "--nproc needs --parallel ddp";
   FURNACE_CHECK(furnace::parse_parallel_mode(s.parallel) == furnace::ParallelMode::dp || (o.device_ids.empty() && o.output_device < 0))
       << (o.device_ids.empty() ? "--output-device" : "--device-ids") << " needs --parallel dp";
   if (o.visible) furnace::check_visible_devices_flag(*o.visible);
@@ -442,7 +441,9 @@ int main(int argc, char** argv) {
   cli.add_option("--seed", s.seed, "seed for initialisation and shuffling")->capture_default_str();
   cli.add_option("--data", s.data_dir, "MNIST-format folder (default: Debian's Fashion-MNIST)");
   cli.add_option("--steps", s.max_steps, "stop after this many optimizer steps");
-  cli.add_option("--parallel", s.parallel, "none, or dp: torch.nn.DataParallel over --device-ids")->capture_default_str();
+  cli.add_option("--parallel", s.parallel, "none; dp: torch.nn.DataParallel over --device-ids; ddp: "
+                 "DistributedDataParallel, one process (rank) per GPU as torchrun starts them")->capture_default_str();
+  cli.add_option("--nproc", s.nproc, "with --parallel ddp: ranks (torchrun --nproc-per-node; default: one per visible GPU)");
   cli.add_option("--device-ids", o.device_ids, "DataParallel's device_ids, comma-separated (default: all visible)");
   cli.add_option("--output-device", o.output_device, "DataParallel's output_device (default: device_ids[0])");
   cli.add_option("--amp", s.amp, "mixed precision: off, fp16 (autocast + GradScaler) or bf16")->capture_default_str();

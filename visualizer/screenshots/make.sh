@@ -10,6 +10,8 @@ shot() { xvfb-run -a -s "-screen 0 1280x800x24" "$viz" --training-priority norma
 shot --topology dgx-h100 --parallel dp --wait-steps 60 --frames 30 --stage scatter --screenshot $out/overview.png
 shot --topology dgx-h100 --parallel dp --wait-steps 60 --frames 30 --stage reduce --lang zh --screenshot $out/overview-zh.png
 shot --topology mixed-3090-3060 --parallel dp --amp fp16 --wait-steps 40 --frames 30 --stage forward --screenshot $out/mixed-fp16.png
+# DistributedDataParallel on 8 ranks: the Step flow on bucket 1's ring all-reduce, every GPU alike in Memory.
+shot --topology dgx-h100 --parallel ddp --wait-steps 20 --frames 30 --stage all_reduce --screenshot $out/ddp.png
 # Lessons beside the live panels (1280x800): a prediction not answered yet (nothing gives it
 # away), a step after "Run and check" (its own run, held), lesson 5's DataParallel step, Chinese.
 shot --lesson 03-device-mapping --lesson-step 1 --frames 20 --screenshot $out/lesson-predict.png

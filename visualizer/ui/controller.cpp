@@ -25,6 +25,9 @@ Scenario scenario_from_controls(const ControlsState& c) {
     }
     if (c.output_device >= 0) sc.output_device = c.output_device;
   }
+  // torchrun starts rank r on cuda:r (LOCAL_RANK): --device does not apply to DDP.
+  if (sc.parallel_mode() == ParallelMode::ddp) sc.device = 0;
+  else sc.nproc = -1;  // "--nproc needs --parallel ddp"
   sc.validate();
   return sc;
 }
@@ -141,13 +144,13 @@ std::string join_ints(const std::vector<int>& v) {
 // (memory), GradScaler's rule (scaler) or a story of several processes (machine). And the live
 // trainer builds the model on its device and copies each batch there: a step about a model or
 // an input left on the CPU, which fails in PyTorch, would train happily on screen. Those steps
-// show the fresh process instead. So do DistributedDataParallel's steps: several processes.
+// show the fresh process instead. DistributedDataParallel's train steps run live: its ranks.
 bool live_run_shows(const lesson::Step& step) {
   const std::string& a = step.action;
   if (a != "train" && a != "forward" && a != "dp-loss-trap" && a != "loader") return false;
   const lesson::StepSetup& s = step.setup;
-  // DDP's ranks are not in the live panels yet (lesson 13 runs them on "Run and check" only).
-  if (s.scenario().parallel_mode() == ParallelMode::ddp) return false;
+  // DDP's ranks train in the live panels; its other actions (a loader's shares) do not run it.
+  if (s.scenario().parallel_mode() == ParallelMode::ddp && a != "train") return false;
   const lesson::ForwardSetup* forward = s.as<lesson::ForwardSetup>();  // the only one with these keys
   const bool model_on_cpu = forward && forward->model_device == "cpu";
   const bool bare_input_on_cpu = forward && s.scenario().parallel_mode() != ParallelMode::dp &&
@@ -169,11 +172,7 @@ void Controller::set_up_step(AppState& app, const lesson::Step& step) {
   c.lesson_step = step.id;
   c.hidden = join_ints(sc.hidden);
   // The dp-loss-trap action is DataParallel by definition (the 3, 3, 3, 1 split of its batch).
-  // DDP is not in the live panels yet: its steps leave the controls on one process.
-  c.parallel = step.action == "dp-loss-trap"                 ? "dp"
-               : sc.parallel_mode() == ParallelMode::ddp ? "none"
-                                                            : sc.parallel;
-  if (sc.parallel_mode() == ParallelMode::ddp) c.scenario.nproc = -1;  // "--nproc needs --parallel ddp"
+  c.parallel = step.action == "dp-loss-trap" ? "dp" : sc.parallel;
   c.device_ids = sc.device_ids ? join_ints(*sc.device_ids) : "";
   c.output_device = sc.output_device.value_or(-1);
   const std::vector<std::string>& keys = step.setup.keys;

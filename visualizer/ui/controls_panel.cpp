@@ -70,13 +70,22 @@ void ControlsPanel::draw_frame(AppState& app, const Snapshot& snap) {
   restart |= combo(label(0), sc.topology, c.topologies);
   restart |= combo(label(1), sc.backend, c.backends);
 
-  int mode = c.parallel == "dp" ? 1 : 0;
-  const char* modes[] = {tr(zh, "single device", "单卡"), "DataParallel (dp)"};
-  if (ImGui::Combo(label(2), &mode, modes, 2)) {
-    c.parallel = mode == 1 ? "dp" : "none";
+  // none / DataParallel / DistributedDataParallel: a change restarts the run in that mode.
+  int mode = c.parallel == "dp" ? 1 : c.parallel == "ddp" ? 2 : 0;
+  const char* modes[] = {tr(zh, "single device", "单卡"), "DataParallel", "DistributedDataParallel"};
+  const char* parallel_id = label(2);  // first: a stacked label sets the field's width
+  check_fit(modes[mode], ImGui::CalcItemWidth() - ImGui::GetFrameHeight() - 2 * ImGui::GetStyle().FramePadding.x);
+  if (ImGui::Combo(parallel_id, &mode, modes, 3)) {
+    c.parallel = mode == 1 ? "dp" : mode == 2 ? "ddp" : "none";
     restart = true;
   }
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("%s", tr(zh, "dp: one process, the model replicated from device_ids[0] every step;\n"
+                                   "ddp: torchrun's one process per GPU, each its own model, gradients all-reduced",
+                               "dp：一个进程，每一步从 device_ids[0] 复制模型；\n"
+                               "ddp：像 torchrun 那样每块 GPU 一个进程，各有一份模型，梯度 all-reduce"));
   const bool dp = c.parallel == "dp";
+  const bool ddp = c.parallel == "ddp";
   ImGui::BeginDisabled(!dp);
   if (ImGui::InputTextWithHint(label(3), tr(zh, "all visible", "全部可见"), &c.device_ids)) c.keep_device = false;
   restart |= ImGui::IsItemDeactivatedAfterEdit();
@@ -90,13 +99,15 @@ void ControlsPanel::draw_frame(AppState& app, const Snapshot& snap) {
     ImGui::SetTooltip("where gather puts the outputs and the loss is computed; -1: device_ids[0]");
   ImGui::EndDisabled();
 
-  ImGui::BeginDisabled(dp);
+  ImGui::BeginDisabled(dp || ddp);
   int device = sc.device;
   if (ImGui::InputInt(label(5), &device, 1, 1)) sc.device = std::max(0, device);
   restart |= ImGui::IsItemDeactivatedAfterEdit();
   ImGui::EndDisabled();
   if (dp && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
     ImGui::SetTooltip("with DataParallel the model is built on device_ids[0]");
+  if (ddp && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip("with DDP rank r trains on cuda:r (its LOCAL_RANK)");
   int batch = static_cast<int>(sc.batch);
   if (ImGui::InputInt(label(6), &batch, 32, 256)) sc.batch = std::max(1, batch);
   restart |= ImGui::IsItemDeactivatedAfterEdit();

@@ -17,6 +17,8 @@ void halve(std::vector<float>& v) {
   v.resize(n);
 }
 
+bool is_collective(std::string_view name) { return name == "all_reduce" || name == "broadcast" || name == "barrier"; }
+
 }  // namespace
 
 const char* run_state_name(RunStatus::State s) {
@@ -50,6 +52,12 @@ TimelineTrack& TimelineData::track(int device, int stream) {
 
 void TimelineData::append(int device, int stream, const TimelineEvent& e) {
   TimelineTrack& t = track(device, stream);
+  // The stream the collectives run on is ProcessGroupNCCL's communication stream: "comm".
+  if (stream > 0 && t.events.empty() && is_collective(e.name)) {
+    const std::string suffix = "stream " + std::to_string(stream);
+    if (t.label.size() >= suffix.size() && t.label.compare(t.label.size() - suffix.size(), suffix.size(), suffix) == 0)
+      t.label.replace(t.label.size() - suffix.size(), suffix.size(), "comm");
+  }
   if (t.events.size() >= max_events_per_track)
     t.events.erase(t.events.begin(), t.events.begin() + static_cast<long>(max_events_per_track / 4));
   t.events.push_back(e);
@@ -162,7 +170,8 @@ void SnapshotBuilder::add_event(const TraceEvent& e) {
       TimelineEvent t{e.start_s, e.dur_s, e.name, e.kind, e.bytes, e.flops, e.step};
       snap_.timeline.append(e.device, e.stream, t);
       if (work_.size() >= kMaxWork) work_.erase(work_.begin(), work_.begin() + kMaxWork / 2);
-      work_.push_back({e.device, e.start_s, e.bytes, e.kind == EventKind::copy});
+      work_.push_back({e.device, e.stream, e.start_s, e.dur_s, e.bytes, e.kind == EventKind::copy,
+                       e.kind == EventKind::copy && std::string_view(e.name) == "all_reduce"});
       break;
     }
     case EventKind::phase:
@@ -171,6 +180,13 @@ void SnapshotBuilder::add_event(const TraceEvent& e) {
     case EventKind::step:
       if (std::string_view(e.name) == "micro_step") {  // accumulation: micro-batch e.step of a group
         snap_.training.micro_step = static_cast<int>(e.step) + 1;
+        break;
+      }
+      // Under DDP every rank ends its step with this event while the others may still be in
+      // theirs: the step is complete with the run's progress (add_progress), which comes after
+      // every rank's events. Rank 0's loss is the one the script prints.
+      if (ddp()) {
+        if (pending_.step + 1 == e.step && e.device == 0) pending_.loss = static_cast<float>(e.value);
         break;
       }
       if (!pending_.spans.empty() && pending_.step < e.step) {
@@ -216,14 +232,64 @@ void SnapshotBuilder::add_phase(const TraceEvent& e) {
   t.bytes = span.copy_bytes;
   snap_.timeline.append(e.device, TimelineTrack::kPhases, t);
   pending_.spans.push_back(span);
+  if (ddp() && std::string_view(e.name) == "backward") add_comm(e.device, e.start_s, end);
+}
+
+void SnapshotBuilder::add_comm(int device, double start, double end) {
+  double last_end = -1;  // the last bucket's all-reduce
+  for (const Work& w : work_)
+    if (w.device == device && w.all_reduce && w.start >= start && w.start < end) {
+      pending_.all_reduces.push_back({device, w.start, w.dur, w.bytes});
+      last_end = std::max(last_end, w.start + w.dur);
+    }
+  if (last_end < 0) return;
+  // Reducer::finalize_backward: the compute stream waits for the last bucket. Its kernels run
+  // back to back, so it waited from the end of its last kernel begun before that all-reduce ended
+  // (none of them ending later: nothing exposed).
+  double compute_end = start;
+  for (const Work& w : work_)
+    if (w.device == device && w.stream == 0 && w.start >= start && w.start < last_end)
+      compute_end = std::max(compute_end, w.start + w.dur);
+  if (compute_end < last_end) pending_.comm_waits.push_back({device, compute_end, last_end - compute_end, 0});
 }
 
 void SnapshotBuilder::finish_step() {
   if (pending_.spans.empty()) return;
+  // The work a device did after its last phase of this step belongs to the next one (DDP: a
+  // rank may start its next step before the step's last phase of another rank arrives).
+  std::vector<double> ends;
+  for (const PhaseSpan& s : pending_.spans) {
+    if (s.device < 0) continue;
+    if (static_cast<size_t>(s.device) >= ends.size()) ends.resize(static_cast<size_t>(s.device) + 1, -1);
+    ends[static_cast<size_t>(s.device)] = std::max(ends[static_cast<size_t>(s.device)], s.start + s.dur);
+  }
+  work_.erase(std::remove_if(work_.begin(), work_.end(),
+                             [&](const Work& w) {
+                               if (w.device < 0 || static_cast<size_t>(w.device) >= ends.size()) return true;
+                               const double end = ends[static_cast<size_t>(w.device)];
+                               return end < 0 || w.start < end;  // -1: no phase on that device
+                             }),
+              work_.end());
+  if (ddp()) {
+    // The ranks emit from their own threads: order the spans as each rank ran them (its n-th
+    // phase beside the other ranks' n-th), so a stage holds one phase of every rank.
+    std::vector<int> seen;
+    std::vector<std::pair<int, size_t>> order;  // (the span's index on its device, its position)
+    for (size_t i = 0; i < pending_.spans.size(); ++i) {
+      const auto d = static_cast<size_t>(std::max(0, pending_.spans[i].device));
+      if (d >= seen.size()) seen.resize(d + 1, 0);
+      order.emplace_back(seen[d]++, i);
+    }
+    std::stable_sort(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first < b.first : pending_.spans[a.second].device < pending_.spans[b.second].device;
+    });
+    std::vector<PhaseSpan> sorted;
+    for (const auto& o : order) sorted.push_back(pending_.spans[o.second]);
+    pending_.spans = std::move(sorted);
+  }
   if (snap_.steps.size() >= kStepsKept) snap_.steps.erase(snap_.steps.begin());
   snap_.steps.push_back(std::move(pending_));
   pending_ = StepPhases{};
-  work_.clear();
 }
 
 void SnapshotBuilder::add_progress(const Progress& p) {
@@ -241,6 +307,11 @@ void SnapshotBuilder::add_progress(const Progress& p) {
   t.loss_scale = p.loss_scale != 1.0 ? p.loss_scale : 0.0;  // 1: no GradScaler (fp32, bf16)
   t.skipped_steps = p.skipped_steps;
   if (p.warnings.size() != t.warnings.size()) t.warnings = p.warnings;
+  // DDP: every rank's events of this step came before its progress (model.h).
+  if (ddp() && pending_.step + 1 == p.global_step) {
+    pending_.loss = p.loss;
+    finish_step();
+  }
   loss_sum_ += p.loss;
   accuracy_sum_ += p.accuracy;
   if (++t.pending < t.stride) return;

@@ -41,10 +41,15 @@ class SnapshotBuilder {
 
   struct Work {
     int device;
-    double start;
+    int stream;
+    double start, dur;
     uint64_t bytes;
     bool copy;
+    bool all_reduce;  // a collective on the communication stream (DDP's buckets)
   };
+  bool ddp() const { return snap_.run.parallel == "ddp"; }
+  // DDP: the backward phase's all-reduces and the compute stream's wait for them, on `device`.
+  void add_comm(int device, double start, double end);
   Snapshot snap_;
   std::vector<int> physical_of_;  // indexed by cuda ordinal
   StepPhases pending_;

@@ -22,8 +22,14 @@ std::string describe_scenario(const Scenario& sc) {
   os << "MLP 784";
   for (int h : sc.hidden) os << '-' << h;
   os << "-10, batch " << sc.batch << ", lr " << sc.lr << ", " << sc.epochs << " epoch"
-     << (sc.epochs == 1 ? "" : "s") << " on " << sc.topology << " (" << sc.backend << "), cuda:"
-     << sc.device;
+     << (sc.epochs == 1 ? "" : "s") << " on " << sc.topology << " (" << sc.backend << ")";
+  if (sc.parallel_mode() == ParallelMode::ddp)  // torchrun: one process per GPU, rank r on cuda:r
+    os << ", DistributedDataParallel, "
+       << (sc.nproc > 0 ? std::to_string(sc.nproc) + (sc.nproc == 1 ? " rank" : " ranks") : "one rank per visible GPU");
+  else if (sc.parallel_mode() == ParallelMode::dp)
+    os << ", DataParallel, model on cuda:" << sc.device;
+  else
+    os << ", cuda:" << sc.device;
   return os.str();
 }
 
@@ -96,6 +102,9 @@ void Runner::run_one(const RunRequest& request, int generation) {
   status.accumulation = sc.accum;
   status.visible_devices = request.visible_devices.value_or("");
   status.amp = sc.amp;
+  status.parallel = sc.parallel;
+  status.hidden = sc.hidden;
+  status.bucket_cap_mb = sc.bucket_cap_mb;
   status.lesson_step = request.lesson_step;
   status.state = RunStatus::State::loading;
   status.message = "loading the dataset";

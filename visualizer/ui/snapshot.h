@@ -132,11 +132,23 @@ struct PhaseSpan {
   int kernels = 0;          // kernels on this device during the phase
 };
 
+// A collective on a device's communication stream (DDP's bucket all-reduces), or the time its
+// compute stream waited for them at the end of backward (`bytes` 0).
+struct CommSpan {
+  int device = 0;
+  double start = 0, dur = 0;
+  uint64_t bytes = 0;
+};
+
 // The phases of one optimizer step, as the trace carried them.
 struct StepPhases {
   int64_t step = -1;  // 0-based step index from the phase events
   std::vector<PhaseSpan> spans;
   float loss = 0;
+  // DistributedDataParallel: each rank's bucket all-reduces during its backward (in launch order
+  // per device) and the compute stream's wait for them (exposed communication).
+  std::vector<CommSpan> all_reduces;
+  std::vector<CommSpan> comm_waits;
 };
 
 struct RunStatus {
@@ -148,6 +160,11 @@ struct RunStatus {
   std::string visible_devices;   // the CUDA_VISIBLE_DEVICES value the run started with
   int accumulation = 1;          // micro-batches per optimizer step (Scenario::accum)
   std::string amp = "off";       // autocast's dtype: "off", "fp16" or "bf16" (Scenario::amp)
+  // The parallel mode (Scenario::parallel: "none", "dp", "ddp") and what DDP's bucket layout is
+  // computed from: the MLP's hidden widths and bucket_cap_mb.
+  std::string parallel = "none";
+  std::vector<int> hidden;
+  double bucket_cap_mb = 25;
   // A lesson step's run: it stops after the step's own steps and holds there (tensors kept, as a
   // script paused after its loop) so the panels show the state the step's checks read.
   bool held = false;

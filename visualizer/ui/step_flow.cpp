@@ -12,6 +12,7 @@ bool has(std::string_view s, std::string_view part) { return s.find(part) != std
 StageKind stage_kind(std::string_view n) {
   if (has(n, "scal") || has(n, "found_inf")) return StageKind::scaler;  // before "loss": loss_scale
   if (n == "h2d" || has(n, "to_device") || has(n, "load")) return StageKind::host_to_device;
+  if (n == "all_reduce") return StageKind::all_reduce;
   if (has(n, "scatter")) return StageKind::scatter;
   if (has(n, "replicate") || has(n, "broadcast")) return StageKind::replicate;
   if (has(n, "forward") || has(n, "parallel_apply")) return StageKind::forward;
@@ -24,11 +25,36 @@ StageKind stage_kind(std::string_view n) {
   return StageKind::other;
 }
 
-const char* stage_caption(StageKind k, bool zh) {
+FlowMode flow_mode(const std::string& parallel) {
+  return parallel == "ddp" ? FlowMode::ddp : parallel == "dp" ? FlowMode::dp : FlowMode::single;
+}
+
+const char* stage_caption(StageKind k, FlowMode mode, bool zh) {
+  if (mode == FlowMode::ddp) {  // a process per GPU: nothing is scattered, gathered or replicated
+    switch (k) {
+      case StageKind::host_to_device:
+        return zh ? "h2d：每个进程把自己那份数据（batch / world 行）拷到自己的 GPU"
+                  : "h2d: each rank copies its own share of the batch (batch / world rows) to its GPU";
+      case StageKind::forward: return zh ? "forward：每个 GPU 用自己的完整模型跑自己那份数据" : "forward: every GPU runs its own full model on its own rows";
+      case StageKind::loss:
+        return zh ? "loss：每个进程在自己那份数据上算（rank 0 打印的是它自己的）"
+                  : "loss: every rank on its own rows (rank 0 prints its own)";
+      case StageKind::backward:
+        return zh ? "backward：梯度按层倒序算出，装满一个桶就开始 all-reduce"
+                  : "backward: gradients come last layer first; a full bucket starts its all-reduce";
+      case StageKind::all_reduce:
+        return zh ? "all-reduce：这个桶在 GPU 环上求和（除以 world，即平均），与 backward 重叠"
+                  : "all-reduce: this bucket is summed around the ring of GPUs (pre-divided by world: the mean), beside backward";
+      case StageKind::optimizer:
+        return zh ? "优化器：每个 GPU 用同样的平均梯度更新自己的模型" : "optimizer step: every GPU updates its own model with the same mean gradients";
+      default: break;
+    }
+  }
   switch (k) {
     case StageKind::host_to_device:
-      return zh ? "h2d：从主机内存拷到设备（这一批数据；DataParallel 下是标签）"
-                : "h2d: host memory to the device (the batch; under DataParallel, the labels)";
+      if (mode == FlowMode::single) return zh ? "h2d：这一批数据从主机内存拷到设备" : "h2d: the batch goes from host memory to the device";
+      return zh ? "h2d：从主机内存拷到设备（DataParallel 下是标签）"
+                : "h2d: host memory to the device (under DataParallel, the labels)";
     case StageKind::scatter:
       return zh ? "scatter：这一批按行切块，每个设备一块" : "scatter: the batch is split into chunks of rows, one per device";
     case StageKind::replicate:
@@ -39,10 +65,13 @@ const char* stage_caption(StageKind k, bool zh) {
     case StageKind::gather_backward:
       return zh ? "gather 的反向：输出的梯度切开，送回每个副本"
                 : "gather's backward: the output gradient is split and sent back to each replica";
-    case StageKind::loss: return zh ? "loss：在一个设备上，用汇集的输出计算" : "loss: computed on one device, from the gathered outputs";
+    case StageKind::loss:
+      if (mode == FlowMode::single) return zh ? "loss：在这个设备上用模型的输出计算" : "loss: computed on the device, from the model's outputs";
+      return zh ? "loss：在一个设备上，用汇集的输出计算" : "loss: computed on one device, from the gathered outputs";
     case StageKind::backward: return zh ? "backward：每个设备计算梯度" : "backward: gradients are computed on every device";
     case StageKind::reduce:
       return zh ? "reduce：梯度流向 device_ids[0] 并在那里求和" : "reduce: gradients flow into device_ids[0] and are summed there";
+    case StageKind::all_reduce: return zh ? "all-reduce：梯度在各 GPU 间求和" : "all-reduce: gradients are summed across the GPUs";
     case StageKind::optimizer: return zh ? "优化器：在参数所在的设备上更新参数" : "optimizer step: parameters are updated where they live";
     case StageKind::scaler:
       return zh ? "GradScaler：unscale，检查 inf/NaN，更新或跳过，调整 scale"
@@ -72,6 +101,37 @@ std::vector<Stage> build_stages(const StepPhases& step) {
     st.dur = std::max(st.dur, s.dur);
     st.bytes += s.copy_bytes;
   }
+  if (step.all_reduces.empty()) return stages;
+  // DDP: bucket b is every rank's b-th all-reduce of the step (accumulation all-reduces once,
+  // in the group's last backward, under no_sync() before it).
+  std::vector<Stage> buckets;
+  std::vector<std::pair<int, size_t>> count;  // (device, all-reduces seen)
+  for (const CommSpan& c : step.all_reduces) {
+    auto it = std::find_if(count.begin(), count.end(), [&](const auto& d) { return d.first == c.device; });
+    if (it == count.end()) it = count.insert(count.end(), {c.device, 0});
+    const size_t b = it->second++;
+    if (b >= buckets.size()) {
+      Stage st;
+      st.name = "all_reduce";
+      st.kind = StageKind::all_reduce;
+      st.repeat = static_cast<int>(b) + 1;
+      st.overlapped = true;
+      buckets.push_back(std::move(st));
+    }
+    PhaseSpan span;
+    span.name = "all_reduce";
+    span.device = c.device;
+    span.start = c.start;
+    span.dur = c.dur;
+    span.copy_bytes = c.bytes;
+    buckets[b].spans.push_back(span);
+    buckets[b].dur = std::max(buckets[b].dur, c.dur);
+    buckets[b].bytes += c.bytes;
+  }
+  size_t after = stages.size();  // after the last backward stage
+  for (size_t i = 0; i < stages.size(); ++i)
+    if (stages[i].kind == StageKind::backward) after = i + 1;
+  stages.insert(stages.begin() + static_cast<long>(after), buckets.begin(), buckets.end());
   return stages;
 }
 

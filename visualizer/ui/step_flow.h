@@ -4,6 +4,7 @@
 // step one phase, jump, speed). Pure logic: no ImGui, testable on its own.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -21,12 +22,18 @@ enum class StageKind {
   loss,
   backward,
   reduce,          // gradients flow into device_ids[0] and are summed there
+  all_reduce,      // DDP: one bucket's ring all-reduce across the ranks, during backward
   optimizer,
   scaler,          // GradScaler: unscale, the inf/NaN check, step or skip, update
   other,
 };
 StageKind stage_kind(std::string_view phase_name);
-const char* stage_caption(StageKind k, bool zh = false);  // one line saying what happens
+// The step's shape: one device, DataParallel (one process: scatter, replicate, gather, reduce) or
+// DistributedDataParallel (a process per GPU, each with its own model: buckets all-reduced).
+enum class FlowMode { single, dp, ddp };
+FlowMode flow_mode(const std::string& parallel);  // RunStatus::parallel
+// One line saying what happens in a stage of that kind under `mode`.
+const char* stage_caption(StageKind k, FlowMode mode, bool zh = false);
 
 struct Stage {
   const char* name = "";
@@ -35,9 +42,14 @@ struct Stage {
   double dur = 0;                // the longest span: devices run a stage side by side
   uint64_t bytes = 0;            // copy bytes inside the stage, all devices
   int repeat = 1;                // the n-th time this name appears in the step (accumulation)
+  // DDP's bucket all-reduces run on the communication stream while backward goes on: their time
+  // is inside the backward stage's, not added to the step's.
+  bool overlapped = false;
 };
 
-// Groups a step's phases into stages in the order the runtime emitted them.
+// Groups a step's phases into stages in the order the runtime emitted them. With DDP's
+// all-reduces in the step, one all_reduce stage per bucket follows the backward stage (its
+// spans: each rank's all-reduce of that bucket, copy_bytes its bytes).
 std::vector<Stage> build_stages(const StepPhases& step);
 // device_ids[0] / output_device as the trace shows it: where the loss was computed, else the
 // lowest device of the step.

@@ -11,6 +11,7 @@
 #include "lang.h"    // defines: tr
 #include "panels.h"  // defines: the panel structs, Ui, human_bytes, short_gpu_name
 #include "run_banner.h"  // defines: draw_run_banner
+#include "step_flow_ddp.h"  // defines: GpuRow, draw_ddp_*, ddp_summary
 #include "text_fit.h"   // defines: text_in_box
 #include "theme.h"   // defines: colors::*, stage_color, with_alpha
 #include "wrapped_label.h"  // defines: wrapped_label
@@ -103,9 +104,15 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
   const int cur = std::clamp(player.stage, 0, static_cast<int>(stages.size()) - 1);
   const Stage& st = stages[static_cast<size_t>(cur)];
   const float p = player.transition();
+  const FlowMode mode = flow_mode(snap.run.parallel);
+  const DdpStepFigures ddp = mode == FlowMode::ddp ? ddp_step_figures(*step, snap.run.hidden, snap.run.bucket_cap_mb)
+                                                   : DdpStepFigures{};
   double step_total = 0;
-  for (const Stage& s : stages) step_total += s.dur;
-  if (st.repeat > 1)
+  for (const Stage& s : stages) step_total += s.overlapped ? 0.0 : s.dur;
+  if (st.kind == StageKind::all_reduce)
+    std::snprintf(buf, sizeof buf, tr(zh, "all_reduce, bucket %d of %zu", "all_reduce，第 %d 个桶（共 %zu 个）"), st.repeat,
+                  ddp.buckets.size());
+  else if (st.repeat > 1)
     std::snprintf(buf, sizeof buf, tr(zh, "%s (micro-step %d)", "%s（第 %d 个微批次）"), st.name, st.repeat);
   else
     std::snprintf(buf, sizeof buf, "%s", st.name);
@@ -113,9 +120,13 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
   ImGui::TextUnformatted(buf);
   ImGui::PopStyleColor();
   ImGui::SameLine();
-  std::snprintf(buf, sizeof buf, tr(zh, "%s  (%s, %.0f%% of the step)", "%s（%s，占这一步的 %.0f%%）"),
-                stage_caption(st.kind, zh), human_seconds(st.dur).c_str(),
-                step_total > 0 ? 100.0 * st.dur / step_total : 0.0);
+  if (st.overlapped)  // on the communication stream, inside backward's time
+    std::snprintf(buf, sizeof buf, tr(zh, "%s  (%s on the comm stream, %s)", "%s（comm 流上 %s，%s）"),
+                  stage_caption(st.kind, mode, zh), human_seconds(st.dur).c_str(), megabytes(st.spans.empty() ? 0 : st.spans[0].copy_bytes).c_str());
+  else
+    std::snprintf(buf, sizeof buf, tr(zh, "%s  (%s, %.0f%% of the step)", "%s（%s，占这一步的 %.0f%%）"),
+                  stage_caption(st.kind, mode, zh), human_seconds(st.dur).c_str(),
+                  step_total > 0 ? 100.0 * st.dur / step_total : 0.0);
   wrapped_label(colors::kTextDim, buf);
   if (snap.run.amp == "fp16" || snap.run.amp == "bf16") {
     std::snprintf(buf, sizeof buf, tr(zh, "autocast %s: activations and the GEMMs are %s; weights and gradients fp32",
@@ -129,7 +140,7 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float line = ImGui::GetTextLineHeight();
-  const float strip_h = 2 * line + 10;
+  const float strip_h = 2 * line + 10 + (mode == FlowMode::ddp ? line : 0.0f);  // DDP's figures: two lines
   const float width = std::max(avail.x, 120.0f);
   const float height = std::max(avail.y - strip_h, 7 * line);
   const std::vector<int> devices = step_devices(*step);
@@ -140,7 +151,7 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
   const float box_h = std::clamp(height * 0.42f, 2 * line + 10, 4 * line + 14);
   const float row_w = box_w * static_cast<float>(n) + gap * static_cast<float>(n - 1);
   const float x0 = origin.x + (width - row_w) * 0.5f;
-  const float dev_y = origin.y + height - box_h - 4;
+  const float dev_y = origin.y + height - box_h - (mode == FlowMode::ddp ? 14.0f : 4.0f);  // DDP: room for the ring's return
   const float host_w = std::min(width, std::max(200.0f, width * 0.4f));
   const ImVec2 host_a(origin.x + (width - host_w) * 0.5f, origin.y + 2), host_b(host_a.x + host_w, origin.y + 2 + 2 * line + 6);
   auto dev_index = [&](int device) {
@@ -156,10 +167,16 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
   const float pad = box_w < 70 ? 3.0f : 6.0f;
 
   // Host and devices.
-  dl->AddRectFilled(host_a, host_b, colors::kHost, 4);
-  text_in_box(dl, ImVec2(host_a.x + 6, host_a.y + 3), host_w - 12, colors::kText, tr(zh, "host (CPU)", "主机（CPU）"));
-  text_in_box(dl, ImVec2(host_a.x + 6, host_a.y + 3 + line), host_w - 12, colors::kTextDim,
-              tr(zh, "the batch, the training loop", "这一批数据，训练循环"));
+  // DDP: the host matters for h2d alone (each rank loads its share); the other stages show the
+  // buckets in its place.
+  const bool ddp_legend = mode == FlowMode::ddp && st.kind != StageKind::host_to_device && !ddp.buckets.empty();
+  if (!ddp_legend) {
+    dl->AddRectFilled(host_a, host_b, colors::kHost, 4);
+    text_in_box(dl, ImVec2(host_a.x + 6, host_a.y + 3), host_w - 12, colors::kText, tr(zh, "host (CPU)", "主机（CPU）"));
+    text_in_box(dl, ImVec2(host_a.x + 6, host_a.y + 3 + line), host_w - 12, colors::kTextDim,
+                mode == FlowMode::ddp ? tr(zh, "one process per GPU, each its data share", "每块 GPU 一个进程，各取一份数据")
+                                      : tr(zh, "the batch, the training loop", "这一批数据，训练循环"));
+  }
   bool hub_abbreviated = false;  // "[0]" in a narrow box, explained under the strip
   for (int i = 0; i < n; ++i) {
     const int d = devices[static_cast<size_t>(i)];
@@ -175,7 +192,11 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
     if (ImGui::CalcTextSize(buf).x > room) std::snprintf(buf, sizeof buf, "%d", d);
     text_in_box(dl, ImVec2(a.x + pad, y), room, colors::kText, buf);
     y += line;
-    if (d == hub && n > 1 && y + line <= b.y) {  // where the loss is, the weights live and the gradients meet
+    if (mode == FlowMode::ddp && y + line <= b.y) {  // every GPU a process: its rank (= LOCAL_RANK here)
+      std::snprintf(buf, sizeof buf, "rank %d", i);
+      text_in_box(dl, ImVec2(a.x + pad, y), room, colors::kPeak, buf);
+      y += line;
+    } else if (d == hub && n > 1 && y + line <= b.y) {  // where the loss is, the weights live and the gradients meet
       const char* hub_label = ImGui::CalcTextSize("device_ids[0]").x <= room ? "device_ids[0]" : "[0]";
       hub_abbreviated = hub_label[0] == '[';
       text_in_box(dl, ImVec2(a.x + pad, y), room, colors::kPeak, hub_label);
@@ -202,7 +223,13 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
     const float slice = host_w / static_cast<float>(count);
     return ImVec2(host_a.x + slice * (static_cast<float>(i) + 0.5f), host_b.y);
   };
+  const GpuRow row{devices, x0, dev_y, box_w, box_h, gap, token_h};  // for DDP's pictures
+  if (ddp_legend)  // the buckets, where the host box stands in other modes
+    draw_ddp_bucket_legend(dl, ImVec2(origin.x + 4, origin.y + 2), width - 8, ddp, st.kind == StageKind::all_reduce ? st.repeat - 1 : -1, zh);
   switch (st.kind) {
+    case StageKind::all_reduce:
+      draw_ddp_ring(dl, row, ddp.world, p, col);
+      break;
     case StageKind::host_to_device:
     case StageKind::scatter:
       for (size_t i = 0; i < st.spans.size(); ++i) {  // chunk i leaves its slice of the batch
@@ -256,9 +283,17 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
       break;
     case StageKind::loss:
       std::snprintf(buf, sizeof buf, "loss %.4f", step->loss);
-      token(dl, ImVec2(hub_top.x, hub_top.y - 10 * (1 - p)), with_alpha(col, 0.3f + 0.7f * p), buf, 0, token_h);
+      if (mode == FlowMode::ddp)  // every rank its own loss; rank 0's is the one printed
+        for (const PhaseSpan& s : st.spans)
+          if (s.device != hub) token(dl, ImVec2(dev_top(s.device).x, dev_top(s.device).y - 10 * (1 - p)), with_alpha(col, 0.3f + 0.7f * p), "loss", 0, token_h);
+      token(dl, ImVec2(hub_top.x, hub_top.y - 10 * (1 - p)), with_alpha(col, 0.3f + 0.7f * p), buf,
+            mode == FlowMode::ddp ? std::min(ImGui::CalcTextSize(buf).x + 10, box_w) : 0, token_h);
       break;
     case StageKind::backward:
+      if (mode == FlowMode::ddp && !ddp.buckets.empty()) {
+        draw_ddp_buckets_filling(dl, row, ddp, p);
+        break;
+      }
       for (const PhaseSpan& s : st.spans) token(dl, dev_top(s.device), with_alpha(col, p), "∇W", 0, token_h);
       break;
     case StageKind::forward:
@@ -279,15 +314,44 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
 
   // ---- the stage strip, to scale ----------------------------------------------------------
   double total = 0;
-  for (const Stage& s : stages) total += s.dur;
+  size_t sequential = 0;
+  for (const Stage& s : stages)
+    if (!s.overlapped) {
+      total += s.dur;
+      ++sequential;
+    }
   const ImVec2 sa = ImGui::GetCursorScreenPos();
   const float min_w = 6;
-  const float usable = width - min_w * static_cast<float>(stages.size());
+  const float usable = width - min_w * static_cast<float>(sequential);
   float x = sa.x;
   const ImVec2 mouse = ImGui::GetIO().MousePos;
+  float backward_x = sa.x, backward_w = 0;  // the last backward's segment: DDP's all-reduces sit under it
+  double backward_start = 0, backward_dur = 0;
   for (size_t i = 0; i < stages.size(); ++i) {
     const Stage& s = stages[i];
-    const float w = min_w + (total > 0 ? usable * static_cast<float>(s.dur / total) : usable / static_cast<float>(stages.size()));
+    if (s.overlapped) {  // a thin bar under backward, at its real time (rank 0's)
+      if (backward_dur <= 0 || s.spans.empty()) continue;
+      const double t0 = (s.spans[0].start - backward_start) / backward_dur, t1 = t0 + s.dur / backward_dur;
+      const ImVec2 a(backward_x + backward_w * static_cast<float>(std::clamp(t0, 0.0, 1.0)), sa.y + line + 1);
+      const ImVec2 b(std::max(a.x + 2, backward_x + backward_w * static_cast<float>(std::clamp(t1, 0.0, 1.0))), sa.y + line + 6);
+      const bool current = static_cast<int>(i) == cur;
+      dl->AddRectFilled(a, b, with_alpha(stage_color(s.kind), current ? 1.0f : 0.7f));
+      if (current) dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(b.x + 1, b.y + 1), colors::kText, 1, 0, 1.0f);
+      if (mouse.x >= a.x && mouse.x < b.x && mouse.y >= a.y && mouse.y < b.y) {
+        ImGui::SetTooltip(tr(zh, "all_reduce, bucket %d: %s on the comm stream, during backward\nclick to jump here",
+                             "all_reduce，第 %d 个桶：comm 流上 %s，与 backward 重叠\n点击跳到这里"),
+                          s.repeat, human_seconds(s.dur).c_str());
+        if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) player.jump(static_cast<int>(i));
+      }
+      continue;
+    }
+    const float w = min_w + (total > 0 ? usable * static_cast<float>(s.dur / total) : usable / static_cast<float>(sequential));
+    if (s.kind == StageKind::backward && !s.spans.empty()) {
+      backward_x = x;
+      backward_w = w - 1;
+      backward_start = s.spans[0].start;
+      backward_dur = s.spans[0].dur;
+    }
     const ImVec2 a(x, sa.y), b(x + w - 1, sa.y + line + 4);
     const bool current = static_cast<int>(i) == cur;
     dl->AddRectFilled(a, b, with_alpha(stage_color(s.kind), current ? 1.0f : 0.45f));
@@ -301,7 +365,11 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
     }
     x += w;
   }
-  ImGui::Dummy(ImVec2(width, line + 6));
+  ImGui::Dummy(ImVec2(width, line + 8));
+  if (mode == FlowMode::ddp && !ddp.buckets.empty()) {
+    wrapped_label(colors::kTextDim, ddp_summary(ddp, total, zh).c_str());
+    return;
+  }
   std::snprintf(buf, sizeof buf, tr(zh, "one step = %s of modelled device time; widths to scale%s",
                                     "一步 = 建模设备时间 %s；宽度按比例%s"), human_seconds(total).c_str(),
                 hub_abbreviated ? tr(zh, "; [0] = device_ids[0]", "；[0] = device_ids[0]") : "");

@@ -59,6 +59,7 @@ ImU32 stage_color(StageKind k) {
     case StageKind::loss: return colors::kLoss;
     case StageKind::backward: return colors::rgb(60, 190, 190);
     case StageKind::reduce: return colors::rgb(220, 90, 150);
+    case StageKind::all_reduce: return colors::rgb(240, 110, 120);
     case StageKind::optimizer: return colors::rgb(110, 200, 100);
     case StageKind::scaler: return colors::rgb(240, 210, 80);
     case StageKind::other: return colors::rgb(150, 150, 160);
