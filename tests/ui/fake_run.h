@@ -84,6 +84,7 @@ inline SnapshotBuilder fake_dp_run(int steps = 40) {
   b.reset(topology, "sim");
   b.snapshot().run.state = RunStatus::State::running;
   b.snapshot().run.generation = 1;
+  b.snapshot().run.parallel = "dp";
   ProcessRecord process;  // what the run publishes at its first device use
   process.topology = topology;
   process.environment[kCudaVisibleDevices] = "0,1,2,3";

@@ -52,6 +52,7 @@ class TextFit : public ::testing::TestWithParam<bool> {
       ui_.draw_frame(app_, snap);
       ImGui::Render();
       note_window_overflows(log);
+      note_window_clipping(log, {"flow"});  // the Step flow: its strip and figures in view
       set_overflow_log(nullptr);
     }
     std::ostringstream out;

@@ -90,13 +90,16 @@ void ControlsPanel::draw_frame(AppState& app, const Snapshot& snap) {
   if (ImGui::InputTextWithHint(label(3), tr(zh, "all visible", "全部可见"), &c.device_ids)) c.keep_device = false;
   restart |= ImGui::IsItemDeactivatedAfterEdit();
   if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
-    ImGui::SetTooltip("nn.DataParallel(model, device_ids=[...]): cuda ordinals inside the process,\n"
-                      "comma-separated; empty: every visible device. The model lives on device_ids[0].");
+    ImGui::SetTooltip("%s", tr(zh, "nn.DataParallel(model, device_ids=[...]): cuda ordinals inside the process,\n"
+                                   "comma-separated; empty: every visible device. The model lives on device_ids[0].",
+                               "nn.DataParallel(model, device_ids=[...])：进程内的 cuda 序号，逗号分隔；\n"
+                               "空：所有可见设备。模型在 device_ids[0] 上。"));
   int out = c.output_device;
   if (ImGui::InputInt(label(4), &out, 1, 1)) c.output_device = std::max(-1, out);
   restart |= ImGui::IsItemDeactivatedAfterEdit();
   if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
-    ImGui::SetTooltip("where gather puts the outputs and the loss is computed; -1: device_ids[0]");
+    ImGui::SetTooltip("%s", tr(zh, "where gather puts the outputs and the loss is computed; -1: device_ids[0]",
+                               "gather 把输出放到哪里、在哪里算 loss；-1：device_ids[0]"));
   ImGui::EndDisabled();
 
   ImGui::BeginDisabled(dp || ddp);
@@ -105,9 +108,9 @@ void ControlsPanel::draw_frame(AppState& app, const Snapshot& snap) {
   restart |= ImGui::IsItemDeactivatedAfterEdit();
   ImGui::EndDisabled();
   if (dp && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
-    ImGui::SetTooltip("with DataParallel the model is built on device_ids[0]");
+    ImGui::SetTooltip("%s", tr(zh, "with DataParallel the model is built on device_ids[0]", "用 DataParallel 时模型建在 device_ids[0] 上"));
   if (ddp && ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
-    ImGui::SetTooltip("with DDP rank r trains on cuda:r (its LOCAL_RANK)");
+    ImGui::SetTooltip("%s", tr(zh, "with DDP rank r trains on cuda:r (its LOCAL_RANK)", "用 DDP 时 rank r 在 cuda:r 上训练（它的 LOCAL_RANK）"));
   int batch = static_cast<int>(sc.batch);
   if (ImGui::InputInt(label(6), &batch, 32, 256)) sc.batch = std::max(1, batch);
   restart |= ImGui::IsItemDeactivatedAfterEdit();
@@ -116,8 +119,9 @@ void ControlsPanel::draw_frame(AppState& app, const Snapshot& snap) {
   if (ImGui::InputInt(label(7), &accum, 1, 1)) sc.accum = std::clamp(accum, 1, 1024);
   restart |= ImGui::IsItemDeactivatedAfterEdit();
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip("micro-batches per optimizer step; each micro-batch's loss is divided by this\n"
-                      "(the division the article's snippet leaves out)");
+    ImGui::SetTooltip("%s", tr(zh, "micro-batches per optimizer step; each micro-batch's loss is divided by this\n"
+                                   "(the division the article's snippet leaves out)",
+                               "每次更新参数的小 batch 数；每个小 batch 的 loss 都除以它\n（文章的代码片段漏掉了这个除法）"));
   int amp = sc.amp == "fp16" ? 1 : sc.amp == "bf16" ? 2 : 0;
   const char* amps[] = {"off", "fp16", "bf16"};
   if (ImGui::Combo(label(8), &amp, amps, 3)) {
@@ -125,8 +129,9 @@ void ControlsPanel::draw_frame(AppState& app, const Snapshot& snap) {
     restart = true;
   }
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip("autocast dtype: fp16 runs with a GradScaler (loss scale, skipped steps);\n"
-                      "bf16 has fp32's range and needs none");
+    ImGui::SetTooltip("%s", tr(zh, "autocast dtype: fp16 runs with a GradScaler (loss scale, skipped steps);\n"
+                                   "bf16 has fp32's range and needs none",
+                               "autocast 的精度：fp16 要配 GradScaler（loss 缩放、跳过的步）；\nbf16 的范围和 fp32 一样，不需要"));
 
   ImGui::InputFloat(label(9), &sc.lr, 0.01f, 0.1f, "%.4f");
   restart |= ImGui::IsItemDeactivatedAfterEdit();
@@ -138,8 +143,9 @@ void ControlsPanel::draw_frame(AppState& app, const Snapshot& snap) {
 
   ImGui::SliderFloat(label(12), &c.step_delay_ms, 0.0f, 500.0f, "%.0f ms", ImGuiSliderFlags_Logarithmic);
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip("the training thread sleeps this long after each step, so the animation can be\n"
-                      "followed (0: full speed); applies at once, no restart");
+    ImGui::SetTooltip("%s", tr(zh, "the training thread sleeps this long after each step, so the animation can be\n"
+                                   "followed (0: full speed); applies at once, no restart",
+                               "训练线程每步之后睡这么久，好让动画看得清（0：全速）；\n立即生效，不用重新开始"));
   ImGui::PopItemWidth();
 
   if (ImGui::Button(tr(zh, "Restart###restart", "重新开始###restart"))) restart = true;
@@ -153,8 +159,10 @@ void ControlsPanel::draw_frame(AppState& app, const Snapshot& snap) {
     ImGui::SameLine();
   if (ImGui::Button(fresh)) app.new_process_requested = true;
   if (ImGui::IsItemHovered())
-    ImGui::SetTooltip("a fresh process that has not initialised CUDA: CUDA_VISIBLE_DEVICES edits apply\n"
-                      "until the next Restart trains (the first device use)");
+    ImGui::SetTooltip("%s", tr(zh, "a fresh process that has not initialised CUDA: CUDA_VISIBLE_DEVICES edits apply\n"
+                                   "until the next Restart trains (the first device use)",
+                               "一个还没初始化 CUDA 的新进程：在下一次“重新开始”训练（第一次使用设备）之前，\n"
+                               "对 CUDA_VISIBLE_DEVICES 的修改都有效"));
   if (restart) app.restart_requested = true;
 
   if (!c.error.empty()) {

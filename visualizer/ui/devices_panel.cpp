@@ -75,7 +75,8 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
     synced = true;
   }
   ImGui::Checkbox("##set", &app.env.visible_set);
-  if (ImGui::IsItemHovered()) ImGui::SetTooltip("CUDA_VISIBLE_DEVICES set (unchecked: not set, every GPU visible)");
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tr(zh, "CUDA_VISIBLE_DEVICES set (unchecked: not set, every GPU visible)",
+                                                          "设置了 CUDA_VISIBLE_DEVICES（不勾选：不设置，所有 GPU 都可见）"));
   ImGui::SameLine();
   ImGui::TextUnformatted("CUDA_VISIBLE_DEVICES=");
   ImGui::SameLine();
@@ -100,7 +101,8 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
   ImGui::SetNextItemWidth(order_w);
   int order = app.env.order == "PCI_BUS_ID" ? 1 : 0;
   if (ImGui::Combo("##order", &order, orders, 2)) app.env.order = orders[order];
-  if (ImGui::IsItemHovered()) ImGui::SetTooltip("CUDA_DEVICE_ORDER: how CUDA numbers the GPUs before the mask applies");
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tr(zh, "CUDA_DEVICE_ORDER: how CUDA numbers the GPUs before the mask applies",
+                                                          "CUDA_DEVICE_ORDER：应用掩码之前 CUDA 怎样给 GPU 编号"));
   ImGui::SameLine();
   if (ImGui::SmallButton(tr(zh, "try###try", "示例###try"))) ImGui::OpenPopup("examples");
   if (ImGui::BeginPopup("examples")) {
@@ -243,10 +245,12 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
     if (ImGui::CalcTextSize(buf).x > text_w) std::snprintf(buf, sizeof buf, "%.0fG", gib);
     text_in_box(dl, ImVec2(a.x + pad, a.y + 3 + 2 * line), text_w, colors::kTextDim, buf);
     if (mouse.x >= a.x && mouse.x < b.x && mouse.y >= a.y && mouse.y < b.y)
-      ImGui::SetTooltip("GPU %d (nvidia-smi): %s\n%s\nbus %s, %d SMs, %.0f GB/s memory\n%s",
+      ImGui::SetTooltip(tr(zh, "GPU %d (nvidia-smi): %s\n%s\nbus %s, %d SMs, %.0f GB/s memory\n%s",
+                           "GPU %d（nvidia-smi）：%s\n%s\n总线 %s，%d 个 SM，显存带宽 %.0f GB/s\n%s"),
                         i, g.name.c_str(), g.uuid.c_str(), g.pci_bus_id.c_str(), g.sm_count,
                         g.memory_bandwidth / 1e9,
-                        on ? "visible to this process" : "hidden from this process by CUDA_VISIBLE_DEVICES");
+                        on ? tr(zh, "visible to this process", "这个进程看得到")
+                           : tr(zh, "hidden from this process by CUDA_VISIBLE_DEVICES", "被 CUDA_VISIBLE_DEVICES 对这个进程隐藏了"));
   }
 
   if (hide_mapping) {
@@ -278,8 +282,9 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
     if (ImGui::CalcTextSize(buf).x > lw - 2 * pad) std::snprintf(buf, sizeof buf, "=%d", d.physical_index);
     text_in_box(dl, ImVec2(a.x + pad, a.y + 3 + line), lw - 2 * pad, colors::kTextDim, buf);
     if (mouse.x >= a.x && mouse.x < b.x && mouse.y >= a.y && mouse.y < b.y)
-      ImGui::SetTooltip("cuda:%d is physical GPU %d%s%s%s", d.ordinal, d.physical_index,
-                        d.entry.empty() ? "" : " (entry '", d.entry.c_str(), d.entry.empty() ? "" : "')");
+      ImGui::SetTooltip(tr(zh, "cuda:%d is physical GPU %d%s%s%s", "cuda:%d 是物理 GPU %d%s%s%s"), d.ordinal, d.physical_index,
+                        d.entry.empty() ? "" : tr(zh, " (entry '", "（条目 '"), d.entry.c_str(),
+                        d.entry.empty() ? "" : tr(zh, "')", "'）"));
     const float target = box_x(d.physical_index) + box_w * 0.5f;
     float& x = arrow_x[static_cast<size_t>(j)];
     x = x < 0 ? target : x + (target - x) * k;

@@ -415,10 +415,14 @@ void MemoryPanel::draw_frame(AppState& app, const Snapshot& snap) {
       history_plot(dl, ha, hb, d.allocated_mib, d.reserved_mib, static_cast<float>(torch_scale / (1024.0 * 1024.0)));
     }
     if (mouse.x >= o.x && mouse.x < o.x + width && mouse.y >= o.y && mouse.y < o.y + row_h)
-      ImGui::SetTooltip("%s  %s\nmemory_allocated %s (peak %s)\nmemory_reserved  %s (peak %s)\n"
-                        "CUDA context     %s\ncapacity         %s\n"
-                        "nvidia-smi shows context + reserved; freed tensors stay reserved (cached)\n"
-                        "history: the last %.0f s, allocated (line) and reserved (area)",
+      ImGui::SetTooltip(tr(zh, "%s  %s\nmemory_allocated %s (peak %s)\nmemory_reserved  %s (peak %s)\n"
+                               "CUDA context     %s\ncapacity         %s\n"
+                               "nvidia-smi shows context + reserved; freed tensors stay reserved (cached)\n"
+                               "history: the last %.0f s, allocated (line) and reserved (area)",
+                           "%s  %s\nmemory_allocated %s（峰值 %s）\nmemory_reserved  %s（峰值 %s）\n"
+                           "CUDA context     %s\n总容量           %s\n"
+                           "nvidia-smi 显示 context + reserved；释放的张量仍算在 reserved 里（缓存）\n"
+                           "历史：最近 %.0f 秒，allocated（线）和 reserved（面积）"),
                         name.c_str(), d.name.c_str(), human_bytes(static_cast<double>(d.allocated)).c_str(),
                         human_bytes(static_cast<double>(d.peak_allocated)).c_str(), human_bytes(resv).c_str(),
                         human_bytes(static_cast<double>(d.peak_reserved)).c_str(), human_bytes(ctx).c_str(),

@@ -32,8 +32,9 @@ struct DevicesPanel {
 };
 
 // One training step, phase by phase, from the trace's phase events: on one device (h2d, forward,
-// loss, backward, optimizer) or through DataParallel (scatter, replicate, parallel_apply's
-// forward, gather, loss, backward, reduce, optimizer).
+// loss, backward, optimizer), through DataParallel (scatter, replicate, parallel_apply's
+// forward, gather, loss, backward, reduce, optimizer) or DistributedDataParallel (every rank's
+// h2d, forward, loss, backward, one all_reduce per gradient bucket, optimizer).
 struct StepFlowPanel {
   StepFlowPlayer player;
   StepPhases shown;           // a copy: a paused step stays while training moves on

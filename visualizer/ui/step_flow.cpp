@@ -3,10 +3,16 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace furnace::viz {
 namespace {
 bool has(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
+// The runtime's phase names in Chinese (the PyTorch function names stay beside their meaning).
+constexpr std::pair<std::string_view, const char*> kStageNamesZh[] = {
+    {"h2d", "拷入设备"}, {"scatter", "scatter 分发"}, {"replicate", "replicate 复制"}, {"forward", "前向"},
+    {"gather", "gather 汇集"}, {"gather_backward", "gather 的反向"}, {"loss", "损失"}, {"backward", "反向"},
+    {"reduce", "reduce 求和"}, {"all_reduce", "all-reduce"}, {"optimizer", "优化器"}};
 }  // namespace
 
 StageKind stage_kind(std::string_view n) {
@@ -23,6 +29,13 @@ StageKind stage_kind(std::string_view n) {
   if (has(n, "reduce")) return StageKind::reduce;
   if (has(n, "optim") || n == "step" || has(n, "sgd")) return StageKind::optimizer;
   return StageKind::other;
+}
+
+const char* stage_name(const char* n, bool zh) {
+  if (!zh) return n;
+  for (const auto& [en, zh_name] : kStageNamesZh)
+    if (en == n) return zh_name;
+  return n;
 }
 
 FlowMode flow_mode(const std::string& parallel) {
@@ -43,8 +56,8 @@ const char* stage_caption(StageKind k, FlowMode mode, bool zh) {
         return zh ? "backward：梯度按层倒序算出，装满一个桶就开始 all-reduce"
                   : "backward: gradients come last layer first; a full bucket starts its all-reduce";
       case StageKind::all_reduce:
-        return zh ? "all-reduce：这个桶在 GPU 环上求和（除以 world，即平均），与 backward 重叠"
-                  : "all-reduce: this bucket is summed around the ring of GPUs (pre-divided by world: the mean), beside backward";
+        return zh ? "all-reduce：这个桶沿 GPU 环求和成平均值，backward 同时继续"
+                  : "all-reduce: this bucket is summed around the ring of GPUs into the mean, while backward goes on";
       case StageKind::optimizer:
         return zh ? "优化器：每个 GPU 用同样的平均梯度更新自己的模型" : "optimizer step: every GPU updates its own model with the same mean gradients";
       default: break;

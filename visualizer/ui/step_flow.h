@@ -32,6 +32,9 @@ StageKind stage_kind(std::string_view phase_name);
 // DistributedDataParallel (a process per GPU, each with its own model: buckets all-reduced).
 enum class FlowMode { single, dp, ddp };
 FlowMode flow_mode(const std::string& parallel);  // RunStatus::parallel
+// A phase's name as the Step flow shows it: the runtime's ("forward") in English, in Chinese a
+// translation ("前向"); a name it does not know stays as it is.
+const char* stage_name(const char* phase_name, bool zh);
 // One line saying what happens in a stage of that kind under `mode`.
 const char* stage_caption(StageKind k, FlowMode mode, bool zh = false);
 

@@ -2,8 +2,11 @@
 // batch going to the device(s) (h2d, or scatter in chunks), parameters broadcast from
 // device_ids[0] (replicate), forward on each device, outputs flowing to output_device (gather),
 // the loss, backward, gradients summed into device_ids[0] (reduce), the optimizer step and the
-// scaler's check. Each stage is a quick transition followed by a pause; the strip at the bottom
-// shows the stages to scale with their modelled (or measured) durations.
+// scaler's check. Under DistributedDataParallel every GPU is a rank with its own model and its
+// share of the batch: its own forward, loss and backward, the gradient buckets filling, each
+// bucket's ring all-reduce (step_flow_ddp.h), its own optimizer step. Each stage is a quick
+// transition followed by a pause; the strip at the bottom shows the stages to scale with their
+// modelled (or measured) durations, DDP's all-reduces as thin bars under backward.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -113,9 +116,9 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
     std::snprintf(buf, sizeof buf, tr(zh, "all_reduce, bucket %d of %zu", "all_reduce，第 %d 个桶（共 %zu 个）"), st.repeat,
                   ddp.buckets.size());
   else if (st.repeat > 1)
-    std::snprintf(buf, sizeof buf, tr(zh, "%s (micro-step %d)", "%s（第 %d 个微批次）"), st.name, st.repeat);
+    std::snprintf(buf, sizeof buf, tr(zh, "%s (micro-step %d)", "%s（第 %d 个微批次）"), stage_name(st.name, zh), st.repeat);
   else
-    std::snprintf(buf, sizeof buf, "%s", st.name);
+    std::snprintf(buf, sizeof buf, "%s", stage_name(st.name, zh));
   ImGui::PushStyleColor(ImGuiCol_Text, stage_color(st.kind));
   ImGui::TextUnformatted(buf);
   ImGui::PopStyleColor();
@@ -140,14 +143,28 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float line = ImGui::GetTextLineHeight();
-  const float strip_h = 2 * line + 10 + (mode == FlowMode::ddp ? line : 0.0f);  // DDP's figures: two lines
   const float width = std::max(avail.x, 120.0f);
+  const int n = static_cast<int>(step_devices(*step).size());
+  const float gap = 10;
+  const float box_w = std::min(190.0f, (width - gap * static_cast<float>(n - 1)) / static_cast<float>(std::max(n, 1)));
+  const float pad = box_w < 70 ? 3.0f : 6.0f;
+  // The line under the strip: DDP's figures, or the step's time (and "[0]" where a narrow box
+  // abbreviates device_ids[0]). The strip and that line get their height; the diagram the rest.
+  const bool hub_abbreviated = mode != FlowMode::ddp && n > 1 && ImGui::CalcTextSize("device_ids[0]").x > box_w - 2 * pad;
+  std::string footer;
+  if (mode == FlowMode::ddp && !ddp.buckets.empty()) {
+    footer = ddp_summary(ddp, step_total, zh);
+  } else {
+    std::snprintf(buf, sizeof buf, tr(zh, "one step = %s of modelled device time; widths to scale%s",
+                                      "一步 = 建模设备时间 %s；宽度按比例%s"), human_seconds(step_total).c_str(),
+                  hub_abbreviated ? tr(zh, "; [0] = device_ids[0]", "；[0] = device_ids[0]") : "");
+    footer = buf;
+  }
+  const float spacing = ImGui::GetStyle().ItemSpacing.y;
+  const float strip_h = line + 8 + 2 * spacing + wrapped_label_height(footer);
   const float height = std::max(avail.y - strip_h, 7 * line);
   const std::vector<int> devices = step_devices(*step);
   const int hub = hub_device(*step);
-  const int n = static_cast<int>(devices.size());
-  const float gap = 10;
-  const float box_w = std::min(190.0f, (width - gap * static_cast<float>(n - 1)) / static_cast<float>(std::max(n, 1)));
   const float box_h = std::clamp(height * 0.42f, 2 * line + 10, 4 * line + 14);
   const float row_w = box_w * static_cast<float>(n) + gap * static_cast<float>(n - 1);
   const float x0 = origin.x + (width - row_w) * 0.5f;
@@ -164,20 +181,23 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
     return ImVec2(x0 + static_cast<float>(i) * (box_w + gap) + box_w * 0.5f, dev_y - token_h * 0.5f - 3);
   };
   const ImVec2 hub_top = dev_top(hub);
-  const float pad = box_w < 70 ? 3.0f : 6.0f;
 
   // Host and devices.
   // DDP: the host matters for h2d alone (each rank loads its share); the other stages show the
   // buckets in its place.
-  const bool ddp_legend = mode == FlowMode::ddp && st.kind != StageKind::host_to_device && !ddp.buckets.empty();
-  if (!ddp_legend) {
+  // The legend needs its lines above what the stage draws over the boxes (the ring's chunks, the
+  // buckets filling); a short panel leaves it out (the caption names the bucket).
+  const float above_boxes = st.kind == StageKind::backward ? static_cast<float>(ddp.buckets.size()) * (token_h * 0.7f + 3) + 4
+                                                            : token_h + 6;
+  const bool ddp_stage = mode == FlowMode::ddp && st.kind != StageKind::host_to_device && !ddp.buckets.empty();
+  const bool ddp_legend = ddp_stage && origin.y + 2 + static_cast<float>(ddp.buckets.size()) * line <= dev_y - above_boxes;
+  if (!ddp_stage) {
     dl->AddRectFilled(host_a, host_b, colors::kHost, 4);
     text_in_box(dl, ImVec2(host_a.x + 6, host_a.y + 3), host_w - 12, colors::kText, tr(zh, "host (CPU)", "主机（CPU）"));
     text_in_box(dl, ImVec2(host_a.x + 6, host_a.y + 3 + line), host_w - 12, colors::kTextDim,
                 mode == FlowMode::ddp ? tr(zh, "one process per GPU, each its data share", "每块 GPU 一个进程，各取一份数据")
                                       : tr(zh, "the batch, the training loop", "这一批数据，训练循环"));
   }
-  bool hub_abbreviated = false;  // "[0]" in a narrow box, explained under the strip
   for (int i = 0; i < n; ++i) {
     const int d = devices[static_cast<size_t>(i)];
     const ImVec2 a(x0 + static_cast<float>(i) * (box_w + gap), dev_y), b(a.x + box_w, dev_y + box_h);
@@ -198,7 +218,6 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
       y += line;
     } else if (d == hub && n > 1 && y + line <= b.y) {  // where the loss is, the weights live and the gradients meet
       const char* hub_label = ImGui::CalcTextSize("device_ids[0]").x <= room ? "device_ids[0]" : "[0]";
-      hub_abbreviated = hub_label[0] == '[';
       text_in_box(dl, ImVec2(a.x + pad, y), room, colors::kPeak, hub_label);
       y += line;
     }
@@ -356,24 +375,20 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
     const bool current = static_cast<int>(i) == cur;
     dl->AddRectFilled(a, b, with_alpha(stage_color(s.kind), current ? 1.0f : 0.45f));
     if (current) dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(b.x + 1, b.y + 1), colors::kText, 2, 0, 1.5f);
-    if (ImGui::CalcTextSize(s.name).x + 4 < w) text_in_box(dl, ImVec2(a.x + 2, a.y + 2), w - 4, colors::rgb(16, 16, 20), s.name);
+    const char* shown_name = stage_name(s.name, zh);
+    if (ImGui::CalcTextSize(shown_name).x + 4 < w) text_in_box(dl, ImVec2(a.x + 2, a.y + 2), w - 4, colors::rgb(16, 16, 20), shown_name);
     if (mouse.x >= a.x && mouse.x < b.x && mouse.y >= a.y && mouse.y < b.y) {
-      ImGui::SetTooltip("%s: %s on %zu device%s (%.0f%% of the step)%s\nclick to jump here", s.name,
-                        human_seconds(s.dur).c_str(), s.spans.size(), s.spans.size() == 1 ? "" : "s",
-                        total > 0 ? 100.0 * s.dur / total : 0.0, s.bytes ? ", with copies" : "");
+      ImGui::SetTooltip(tr(zh, "%s: %s on %zu device%s (%.0f%% of the step)%s\nclick to jump here",
+                           "%s：%s，%zu 个设备%s（占这一步的 %.0f%%）%s\n点击跳到这里"),
+                        stage_name(s.name, zh), human_seconds(s.dur).c_str(), s.spans.size(),
+                        zh || s.spans.size() == 1 ? "" : "s", total > 0 ? 100.0 * s.dur / total : 0.0,
+                        s.bytes ? tr(zh, ", with copies", "，含拷贝") : "");
       if (ImGui::IsMouseClicked(ImGuiMouseButton_Left)) player.jump(static_cast<int>(i));
     }
     x += w;
   }
   ImGui::Dummy(ImVec2(width, line + 8));
-  if (mode == FlowMode::ddp && !ddp.buckets.empty()) {
-    wrapped_label(colors::kTextDim, ddp_summary(ddp, total, zh).c_str());
-    return;
-  }
-  std::snprintf(buf, sizeof buf, tr(zh, "one step = %s of modelled device time; widths to scale%s",
-                                    "一步 = 建模设备时间 %s；宽度按比例%s"), human_seconds(total).c_str(),
-                hub_abbreviated ? tr(zh, "; [0] = device_ids[0]", "；[0] = device_ids[0]") : "");
-  wrapped_label(colors::kTextDim, buf);
+  wrapped_label(colors::kTextDim, footer);
 }
 
 }  // namespace furnace::viz

@@ -47,4 +47,22 @@ void note_window_overflows(TextOverflowLog& log) {
   }
 }
 
+void note_window_clipping(TextOverflowLog& log, const std::vector<std::string>& must_fit) {
+  const ImGuiContext& g = *ImGui::GetCurrentContext();
+  for (const ImGuiWindow* w : g.Windows) {
+    if (!w->WasActive || w->Hidden || w->Collapsed || w->SkipItems || w->ParentWindow) continue;
+    const std::string name = w->Name;
+    const size_t id = name.find("###");
+    const std::string key = id == std::string::npos ? name : name.substr(id + 3);
+    bool checked = false;
+    for (const std::string& k : must_fit) checked = checked || k == key;
+    if (!checked) continue;
+    const float bottom = w->InnerRect.Max.y - w->WindowPadding.y + w->Scroll.y;
+    const float reach = w->DC.CursorMaxPos.y + w->Scroll.y;
+    if (reach > bottom + 1.0f)
+      log.entries.push_back({w->Name, "(items below the window's bottom)", reach - w->InnerRect.Min.y,
+                             bottom - w->InnerRect.Min.y});
+  }
+}
+
 }  // namespace furnace::viz

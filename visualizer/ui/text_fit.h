@@ -31,5 +31,9 @@ void text_in_box(ImDrawList* dl, ImVec2 pos, float room, ImU32 col, const char* 
 // After a frame (ImGui::Render): notes each visible window whose items reach past its right edge
 // (content wider than the window, with no horizontal scroll bar to reach it).
 void note_window_overflows(TextOverflowLog& log);
+// After a frame: notes each visible window among `must_fit` (ids, the part after "###") whose
+// items reach below its bottom edge: a panel whose last rows are cut at this size (lists that
+// grow with the machine, such as Memory's GPUs or the Timeline's tracks, scroll by design).
+void note_window_clipping(TextOverflowLog& log, const std::vector<std::string>& must_fit);
 
 }  // namespace furnace::viz

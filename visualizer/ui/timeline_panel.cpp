@@ -36,6 +36,22 @@ double tick_step(double span, int target) {
   return 10 * p;
 }
 
+// A track's label in the learner's language: "cuda:0 phases" -> "cuda:0 阶段", "stream 1" ->
+// "流 1", "comm" -> "comm 流" (the device and GPU names stay as they are).
+std::string track_label(const std::string& label, bool zh) {
+  if (!zh) return label;
+  std::string out = label;
+  auto swap_suffix = [&](const std::string& from, const std::string& to) {
+    if (out.size() < from.size() || out.compare(out.size() - from.size(), from.size(), from) != 0) return false;
+    out.replace(out.size() - from.size(), from.size(), to);
+    return true;
+  };
+  if (swap_suffix(" phases", " 阶段") || swap_suffix(" comm", " comm 流")) return out;
+  const size_t at = out.rfind("stream ");
+  if (at != std::string::npos) out.replace(at, 7, "流 ");
+  return out;
+}
+
 }  // namespace
 
 void TimelinePanel::draw_frame(AppState& app, const Snapshot& snap) {
@@ -193,7 +209,7 @@ void TimelinePanel::draw_frame(AppState& app, const Snapshot& snap) {
       const bool phases = tr.stream == TimelineTrack::kPhases;
       dl->AddLine(ImVec2(o.x, o.y + row_h - 1), ImVec2(canvas_x + canvas_w, o.y + row_h - 1), colors::kGrid);
       dl->PushClipRect(ImVec2(o.x, o.y), ImVec2(canvas_x - 4, o.y + row_h), true);
-      dl->AddText(ImVec2(o.x + 2, o.y + 3), phases ? colors::kText : colors::kTextDim, tr.label.c_str());
+      dl->AddText(ImVec2(o.x + 2, o.y + 3), phases ? colors::kText : colors::kTextDim, track_label(tr.label, zh).c_str());
       dl->PopClipRect();
       dl->PushClipRect(ImVec2(canvas_x, o.y), ImVec2(canvas_x + canvas_w, o.y + row_h), true);
       const auto& ev = tr.events;
@@ -240,13 +256,15 @@ void TimelinePanel::draw_frame(AppState& app, const Snapshot& snap) {
   clipper.End();
   if (hover) {
     std::string extra;
-    if (hover->bytes) extra += "\n" + human_bytes(static_cast<double>(hover->bytes)) + (hover->kind == EventKind::phase ? " copied in the phase" : "");
+    if (hover->bytes)
+      extra += "\n" + human_bytes(static_cast<double>(hover->bytes)) +
+               (hover->kind == EventKind::phase ? ::furnace::viz::tr(zh, " copied in the phase", " 在这一阶段内拷贝") : "");
     if (hover->flops > 0) {
       std::snprintf(buf, sizeof buf, "\n%.3g GFLOP", hover->flops / 1e9);
       extra += buf;
     }
-    ImGui::SetTooltip("%s (%s)\n%s  start %s  duration %s%s", hover->name, event_kind_name(hover->kind),
-                      hover_track->label.c_str(), human_seconds(hover->start).c_str(),
+    ImGui::SetTooltip(::furnace::viz::tr(zh, "%s (%s)\n%s  start %s  duration %s%s", "%s（%s）\n%s  开始 %s  时长 %s%s"),
+                      hover->name, event_kind_name(hover->kind), track_label(hover_track->label, zh).c_str(), human_seconds(hover->start).c_str(),
                       human_seconds(hover->dur).c_str(), extra.c_str());
   }
   ImGui::EndChild();

@@ -8,13 +8,24 @@
 
 namespace furnace::viz {
 
-void wrapped_label(ImU32 color, const std::string& text) {
+namespace {
+
+// `text` broken into lines of the content region's width.
+std::string wrapped(const std::string& text) {
   ImFont* font = ImGui::GetFont();
   const float size = ImGui::GetFontSize();
   const float width = std::max(ImGui::GetContentRegionAvail().x, size);
-  const std::string lines = lesson::wrap_text(text, width, [&](std::string_view s) {
+  return lesson::wrap_text(text, width, [&](std::string_view s) {
     return static_cast<double>(font->CalcTextSizeA(size, FLT_MAX, 0.0f, s.data(), s.data() + s.size()).x);
   });
+}
+
+}  // namespace
+
+float wrapped_label_height(const std::string& text) { return ImGui::CalcTextSize(wrapped(text).c_str()).y; }
+
+void wrapped_label(ImU32 color, const std::string& text) {
+  const std::string lines = wrapped(text);
   ImGui::PushStyleColor(ImGuiCol_Text, color);
   ImGui::TextUnformatted(lines.data(), lines.data() + lines.size());
   ImGui::PopStyleColor();

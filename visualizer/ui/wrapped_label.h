@@ -10,5 +10,7 @@
 namespace furnace::viz {
 
 void wrapped_label(ImU32 color, const std::string& text);
+// The height wrapped_label(text) takes at the current cursor (its lines, before the item spacing).
+float wrapped_label_height(const std::string& text);
 
 }  // namespace furnace::viz
