@@ -183,6 +183,14 @@ TEST(Controller, TrainsDistributedDataParallelLiveWithEqualGpus) {
   EXPECT_GT(s.devices[0].peak_allocated, 0);
 }
 
+// Every panel a lesson step may name opens a panel; the Step flow is "step_flow" there, never
+// "pipeline" (pipeline parallelism in this field).
+TEST(LessonPanels, EveryNameALessonMayUseOpensAPanel) {
+  for (const std::string& name : lesson::panels()) EXPECT_TRUE(parse_panel(name).has_value()) << name;
+  EXPECT_EQ(parse_panel("step_flow"), PanelId::step_flow);
+  EXPECT_FALSE(parse_panel("pipeline").has_value());
+}
+
 TEST(Controller, LessonThirteensDdpStepsSetUpADdpRun) {
   AppState app;
   Controller c(app, /*autostart=*/false);

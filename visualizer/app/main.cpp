@@ -466,7 +466,7 @@ int main(int argc, char** argv) {
                                               "dropping a file on the window works too)");
   cli.add_option("--screenshot", o.screenshot, "write the last frame as a PNG (works under Xvfb)");
   cli.add_option("--frames", o.frames, "render this many frames, then exit (0: until closed)")->capture_default_str();
-  cli.add_option("--panel", o.panel, "show one panel alone: devices, flow (the Step flow; also 'pipeline'), memory, training, timeline, controls, lesson");
+  cli.add_option("--panel", o.panel, "show one panel alone: devices, flow (the Step flow; also 'step_flow'), memory, training, timeline, controls, lesson");
   cli.add_option("--wait-steps", o.wait_steps, "start counting --frames once training reached this step");
   cli.add_option("--stage", o.stage, "Step flow: pause on this phase (scatter, replicate, reduce, ...)");
   cli.add_option("--size", o.size, "window size WIDTHxHEIGHT")->capture_default_str();

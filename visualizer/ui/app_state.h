@@ -18,8 +18,8 @@ inline constexpr int kPanelCount = 7;
 const char* panel_name(PanelId id);  // "devices", "flow", ... (the --panel values)
 const char* panel_title(PanelId id, bool zh = false); // "Devices 设备###devices", ... (window titles)
 std::string panel_display_name(PanelId id, bool zh);   // the title as shown: "Devices 设备", "设备"
-// A --panel value or a lesson step's `panel`; "pipeline", the Step flow panel's former name, is
-// what lesson files (and the lessons engine's list of panels) still say.
+// A --panel value ("flow") or a lesson step's `panel` ("step_flow": lesson files name the Step
+// flow panel by its key, not "pipeline", which in this field means pipeline parallelism).
 std::optional<PanelId> parse_panel(std::string_view name);
 
 struct ControlsState {

@@ -213,7 +213,7 @@ void LessonPanel::draw_frame(AppState& app, const Snapshot& snap) {
   ImGui::BeginChild("lesson-text", ImVec2(0, -bottom), false);
   if (v.step == 0) draw_document(l->intro(lang));
   colored_wrapped(colors::kText, step->title.in(lang));
-  // The panel by its title ("Step flow"), not the lesson file's key ("pipeline").
+  // The panel by its title ("Step flow"), not the lesson file's key ("step_flow").
   const std::optional<PanelId> panel = parse_panel(step->panel);
   colored_wrapped(colors::kTextDim, lesson::scenario_summary(*step) + "   [" +
                                         (panel ? panel_display_name(*panel, zh) : step->panel) + "]");

@@ -106,7 +106,7 @@ const ActionInfo* find_action(std::string_view name) {
 }
 
 const std::vector<std::string>& panels() {
-  static const std::vector<std::string> names = {"devices", "pipeline", "memory", "training", "timeline", "controls"};
+  static const std::vector<std::string> names = {"devices", "step_flow", "memory", "training", "timeline", "controls"};
   return names;
 }
 

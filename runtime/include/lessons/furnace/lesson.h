@@ -201,7 +201,7 @@ struct Prediction {
 
 struct Step {
   std::string id;
-  std::string panel;   // devices | pipeline | memory | training | timeline | controls
+  std::string panel;   // devices | step_flow | memory | training | timeline | controls
   std::string action;  // devices | forward | train | memory | dp-loss-trap | scaler | machine | loader
   StepSetup setup;     // what the action runs
   std::optional<Prediction> prediction;
