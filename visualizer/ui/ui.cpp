@@ -45,7 +45,7 @@ std::string panel_display_name(PanelId id, bool zh) {
 std::optional<PanelId> parse_panel(std::string_view name) {
   for (int i = 0; i < kPanelCount; ++i)
     if (name == panel_name(static_cast<PanelId>(i))) return static_cast<PanelId>(i);
-  if (name == "pipeline") return PanelId::step_flow;  // lesson files' name for it
+  if (name == "step_flow") return PanelId::step_flow;  // lesson files' key for it
   return std::nullopt;
 }
 
