@@ -112,8 +112,10 @@ Rect default_rect(PanelId id, ImVec2 size, float top, bool lesson_open) {
     case PanelId::step_flow: return {c1, top, W - c1, r1};
     case PanelId::memory: return {0, top + r1, c1, r2};
     case PanelId::training: return {c1, top + r1, c2 - c1, r2};
-    case PanelId::controls: return {c2, top + r1, W - c2, r2};
-    case PanelId::timeline: return {0, top + r1 + r2, W, r3};
+    // Without a lesson the Controls take the right column's two lower rows: every knob in view at
+    // 1280x800 (beside a lesson the column is too narrow for that; the panel scrolls there).
+    case PanelId::controls: return {c2, top + r1, W - c2, lesson_open ? r2 : r2 + r3};
+    case PanelId::timeline: return {0, top + r1 + r2, lesson_open ? W : c2, r3};
     case PanelId::lesson: break;
   }
   return {0, top, W, H};
