@@ -299,9 +299,17 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
   // Wrapped to the panel: on a narrow panel the second half would be cut off.
   dl->AddText(ImGui::GetFont(), ImGui::GetFontSize(), ImVec2(origin.x, y), colors::kTextDim, buf, nullptr, width);
   y += ImGui::CalcTextSize(buf, nullptr, false, width).y + 3;
+  // Notes that run past the diagram's area (a short panel beside a lesson) stay reachable: the
+  // window's content reaches down to them, and it scrolls.
+  auto reach = [&](float bottom) {
+    if (bottom > origin.y + height) ImGui::Dummy(ImVec2(1, bottom - (origin.y + height)));
+  };
 
   // The entries of CUDA_VISIBLE_DEVICES: which became which cuda:N, where the list stopped, why.
-  if (!vis.cuda_visible_devices || vis.cuda_visible_devices->empty()) return;
+  if (!vis.cuda_visible_devices || vis.cuda_visible_devices->empty()) {
+    reach(y);
+    return;
+  }
   const std::string& value = *vis.cuda_visible_devices;
   float x = origin.x;
   dl->AddText(ImVec2(x, y), colors::kTextDim, "entries:");
@@ -349,6 +357,7 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
       ImGui::SetTooltip("%s", notes.c_str());
     }
   }
+  reach(y + line + 2);
 }
 
 }  // namespace furnace::viz
