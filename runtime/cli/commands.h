@@ -18,6 +18,7 @@ void add_scatter_command(CLI::App& app);       // scatter_command.cpp
 void add_dp_loss_trap_command(CLI::App& app);  // dp_loss_trap_command.cpp
 void add_lesson_command(CLI::App& app);        // lesson_command.cpp
 void add_compare_command(CLI::App& app);       // compare_command.cpp
+void add_launch_command(CLI::App& app);        // launch_command.cpp
 
 // Thrown by a command that has printed its own report to end with this exit status (e.g.
 // `furnace lesson check`: 1 when a check failed, 2 when a lesson did not load); main() returns it.

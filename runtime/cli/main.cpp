@@ -48,6 +48,7 @@ int run(int argc, char** argv) {
   furnace::cli::add_dp_loss_trap_command(app);
   furnace::cli::add_lesson_command(app);
   furnace::cli::add_compare_command(app);
+  furnace::cli::add_launch_command(app);
   // CLI11 would answer an unknown command with "A subcommand is required"; name it instead.
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
