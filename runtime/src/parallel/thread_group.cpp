@@ -3,8 +3,10 @@
 // writable on the host, and when its device is ready); the last to arrive checks that all brought
 // the same collective and models its duration, and wakes the others. Then every rank moves its
 // share of the bytes (its slice of the elements, for every rank: a reduce-scatter and an
-// all-gather done by the ranks' own threads), and leaves once all shares are done. Each rank then
-// puts the collective on its device clock, from the moment the last rank arrived.
+// all-gather done by the ranks' own threads) and goes on: its Work's wait() is where it waits
+// for the other ranks' shares, as a stream waits for NCCL's kernel, so a rank's backward runs on
+// while the slower ranks finish theirs. Each rank puts the collective on its device clock, from
+// the moment the last rank arrived.
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -52,19 +54,23 @@ class Rendezvous {
   int size() const { return size_; }
   const ThreadGroupOptions& options() const { return options_; }
 
-  // What the last rank worked out for everyone.
+  // What the last rank worked out for everyone, and which collective this was.
   struct Outcome {
     double start_s = 0;  // the latest ready_s: when the collective can start
     double seconds = 0;  // its modelled duration (0: nothing modelled)
+    uint64_t id = 0;     // for wait_done()
   };
 
-  // Rank `rank` arrives with `a`; returns once every rank has arrived and every rank's bytes hold
-  // the result, with the outcome (valid until this rank's next call). Throws furnace::Error on
-  // every rank when the ranks disagree, and on a rank that waits longer than the timeout (the
-  // group is then broken for everyone).
-  const Outcome& arrive(int rank, const Arrival& a) {
+  // Rank `rank` arrives with `a`; returns once every rank has arrived and this rank has moved its
+  // share of the bytes; every rank's bytes hold the result after wait_done(outcome.id). Throws
+  // furnace::Error on every rank when the ranks disagree, and on a rank that waits longer than the
+  // timeout (the group is then broken for everyone).
+  Outcome arrive(int rank, const Arrival& a) {
     std::unique_lock<std::mutex> lock(mu_);
     FURNACE_CHECK(broken_.empty()) << broken_;
+    // The ranks still moving the last collective's bytes read arrivals_; no share ever waits, so
+    // this wait is short and needs no timeout.
+    cv_.wait(lock, [&] { return shares_left_ == 0; });
     const uint64_t generation = generation_;
     arrivals_[static_cast<size_t>(rank)] = a;
     if (++arrived_ == size_) {
@@ -73,25 +79,28 @@ class Rendezvous {
       arrived_ = 0;
       shares_left_ = error_.empty() && moves_bytes(a) ? size_ : 0;
       ++generation_;
+      outcome_.id = generation_;
       cv_.notify_all();
     } else {
       wait(lock, rank, a, [&] { return generation_ != generation; });
     }
     FURNACE_CHECK(error_.empty()) << error_;
+    const Outcome out = outcome_;
     if (shares_left_ > 0) {
-      // arrivals_ stays as it is until every rank has left this call: no rank can arrive at the
-      // next collective before all shares are done.
       lock.unlock();
       move_share(rank);
       lock.lock();
-      // No timeout and no abort here: every share is a bounded loop already running, and a rank
-      // that left early could have its bytes written after it stopped expecting it.
-      if (--shares_left_ == 0)
-        cv_.notify_all();
-      else
-        cv_.wait(lock, [&] { return shares_left_ == 0; });
+      if (--shares_left_ == 0) cv_.notify_all();
     }
-    return outcome_;
+    return out;
+  }
+
+  // Returns once every rank has moved its share of collective `id`: no rank reads or writes this
+  // rank's bytes any more. (Only one collective moves bytes at a time: a later one has started
+  // only after this one's shares were done.)
+  void wait_done(uint64_t id) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return generation_ != id || shares_left_ == 0; });
   }
 
   // Rank `rank` gave up: every rank waiting now or arriving later fails with `reason`.
@@ -234,14 +243,20 @@ class ThreadProcessGroup final : public ProcessGroup {
   // makes the caller's stream wait for its end.
   class ThreadWork final : public Work {
    public:
-    ThreadWork(int device, double end_s, double seconds) : device_(device), end_s_(end_s), seconds_(seconds) {}
+    ThreadWork(std::shared_ptr<Rendezvous> rendezvous, uint64_t id, int device, double end_s, double seconds)
+        : rendezvous_(std::move(rendezvous)), id_(id), device_(device), end_s_(end_s), seconds_(seconds) {}
+    // The other ranks may still be writing this rank's tensor: not past its owner's Work.
+    ~ThreadWork() override { rendezvous_->wait_done(id_); }
     double modelled_seconds() const override { return seconds_; }
     void wait(OpContext& ctx) override {
       FURNACE_CHECK(ctx.device == device_) << "Work::wait on cuda:" << ctx.device << " for a collective of cuda:" << device_;
+      rendezvous_->wait_done(id_);
       ctx.rt.backend().model_stream_wait(device_, ctx.stream, end_s_);
     }
 
    private:
+    std::shared_ptr<Rendezvous> rendezvous_;
+    uint64_t id_;
     int device_;
     double end_s_, seconds_;
   };
@@ -274,14 +289,16 @@ class ThreadProcessGroup final : public ProcessGroup {
     // got there.
     a.ready_s = std::max(backend.stream_time(ctx.device, ctx.stream), backend.stream_time(ctx.device, kCommStream));
     a.physical = backend.physical_index(ctx.device);
-    // Returns with the result in a.bytes (the root of a broadcast keeps its own).
-    const Rendezvous::Outcome& out = rendezvous_->arrive(rank_, a);
+    // a.bytes holds the result once every rank's share is done (the root of a broadcast keeps its
+    // own bytes): in place, the Work's wait() waits for that; staged, the copy back does.
+    const Rendezvous::Outcome out = rendezvous_->arrive(rank_, a);
+    if (!in_place) rendezvous_->wait_done(out.id);
     if (!in_place && !(what == Collective::broadcast && root == rank_) && bytes > 0)
       backend.copy(CopyKind::h2d, t.raw(), ctx.device, staged_.data(), -1, bytes, ctx.stream, false);
     backend.model_collective(ctx.device, kCommStream, name, out.start_s, out.seconds, bytes);
     const double end_s = backend.stream_time(ctx.device, kCommStream);
     if (!in_place) backend.synchronize(ctx.device);  // the copy from staged_ ends before it is reused
-    return std::make_unique<ThreadWork>(ctx.device, end_s, out.seconds);
+    return std::make_unique<ThreadWork>(rendezvous_, out.id, ctx.device, end_s, out.seconds);
   }
 
   std::shared_ptr<Rendezvous> rendezvous_;
