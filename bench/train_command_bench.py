@@ -10,6 +10,9 @@ median of the pairs is reported, since these machines are shared and noisy:
   fp16      furnace train --amp fp16           / PyTorch CPU autocast bf16 (PyTorch's CPU autocast
                                                  has no fp16)
   dp-k      furnace train --parallel dp over k simulated GPUs of dgx-h100 / the same on one GPU
+  ddp-k     furnace train --parallel ddp --nproc k on workstation-4x3090 (k ranks, each a thread
+            with batch 256 / k) / the same on one GPU (issue 17: the simulator's own wall-clock
+            cost of DDP)
 Besides samples/s (each side's own loop timing), each side's CPU seconds in its training loop
 (user + sys, all threads; for furnace the process's less that of the same command stopped after
 one step) are printed, which the load of other processes disturbs less, and the load average
@@ -18,7 +21,8 @@ before and after. The last row is OpenBLAS's sgemm rate at the step's shapes
 Ends with one JSON line. Needs /usr/bin/python3 with torch (Debian's python3-torch).
 
 Usage: /usr/bin/python3 bench/train_command_bench.py [--build build/cpu-release] [--pairs 3]
-       [--epochs 1] [--steps N] [--torch-threads best|omp|blas] [--rows fp32,bf16,fp16,dp2,dp4,dp8]
+       [--epochs 1] [--steps N] [--torch-threads best|omp|blas] [--rows fp32,bf16,fp16,dp2,dp4,dp8,ddp2,ddp4]
+       [--no-sgemm]
 """
 import argparse
 import json
@@ -116,6 +120,7 @@ def main():
     ap.add_argument("--torch-threads", default="best", choices=["best", "omp", "blas"],
                     help="PyTorch's thread setting: the better of both (two runs a side), or one of them")
     ap.add_argument("--rows", default="fp32,bf16,fp16,dp2,dp4,dp8")
+    ap.add_argument("--no-sgemm", action="store_true", help="skip the sgemm-rate row at the end")
     args = ap.parse_args()
     args.furnace = os.path.join(args.build, "runtime", "furnace")
     rows = args.rows.split(",")
@@ -130,6 +135,12 @@ def main():
             res = pairs(args.pairs, lambda: furnace(args, amp),
                         lambda: pytorch(args, "off" if row == "fp32" else "bf16"), row)
             other = "PyTorch " + ("fp32" if row == "fp32" else "bf16 autocast")
+        elif row.startswith("ddp"):
+            k = int(row[3:])
+            station = ["--topology", "workstation-4x3090"]
+            ddp = station + ["--parallel", "ddp", "--nproc", str(k)]
+            res = pairs(args.pairs, lambda: furnace(args, ddp), lambda: furnace(args, station), row)
+            other = "furnace, 1 GPU"
         elif row.startswith("dp"):
             k = int(row[2:])
             dp = one_gpu + ["--parallel", "dp", "--device-ids", ",".join(str(d) for d in range(k))]
@@ -150,9 +161,10 @@ def main():
                         "ratios": [round(r, 3) for r in ratios], "cpu_s": round(a_cpu, 2),
                         "other_cpu_s": round(b_cpu, 2), "cpu_ratio_median": round(cpu_ratio, 3)}
 
-    sgemm = json.loads(run([os.path.join(args.build, "bench", "furnace_bench_sgemm"), "--batch", str(BATCH)])[0])
+    sgemm = None if args.no_sgemm else json.loads(
+        run([os.path.join(args.build, "bench", "furnace_bench_sgemm"), "--batch", str(BATCH)])[0])
     summary["sgemm"] = sgemm
-    if "fp32" in summary:  # the step's GEMM time at the sgemm rate over the whole step's time
+    if "fp32" in summary and sgemm:  # the step's GEMM time at the sgemm rate over the whole step's time
         step_s = BATCH / summary["fp32"]["samples_per_s"]
         summary["fp32_step_at_sgemm_rate"] = round(sgemm["gemm_s_per_step"] / step_s, 3)
     summary["load_after"] = round(load(), 2)
@@ -165,10 +177,11 @@ def main():
     for row, a, other, b, med, lo, hi, ac, bc, cr in table:
         print(f"{row:6} {a:18.0f}  {other:24} {b:10.0f}  {med:6.2f} {f'({lo:.2f}-{hi:.2f})':>12}  "
               f"{ac:9.2f} / {bc:.2f} = {cr:.2f}x")
-    print(f"sgemm at the step's shapes: {sgemm['gflops']:.1f} GFLOP/s ({sgemm['threads']} OpenBLAS threads), "
-          f"{sgemm['gemm_s_per_step'] * 1e3:.2f} ms of GEMM per step"
-          + (f"; the fp32 step runs its GEMMs at {summary['fp32_step_at_sgemm_rate'] * 100:.0f}% of that rate"
-             if "fp32_step_at_sgemm_rate" in summary else ""))
+    if sgemm:
+        print(f"sgemm at the step's shapes: {sgemm['gflops']:.1f} GFLOP/s ({sgemm['threads']} OpenBLAS threads), "
+              f"{sgemm['gemm_s_per_step'] * 1e3:.2f} ms of GEMM per step"
+              + (f"; the fp32 step runs its GEMMs at {summary['fp32_step_at_sgemm_rate'] * 100:.0f}% of that rate"
+                 if "fp32_step_at_sgemm_rate" in summary else ""))
     print(json.dumps(summary, sort_keys=True))
 
 
