@@ -5,29 +5,27 @@
 #include <cstring>
 
 #include "furnace/ddp_buckets.h"  // defines: ddp_rebuilt_buckets, ddp_initial_buckets, mlp_gradient_ready_order
+#include "furnace/nn.h"           // defines: mlp_parameter_shapes
 
 namespace furnace::viz {
 
 namespace {
 
-// model.parameters() of MLP inputs-hidden-classes: each Linear's weight, then its bias, named as
-// nn.Sequential names them (ReLUs in between), with their gradients' bytes (f32).
+// model.parameters() of MLP inputs-hidden-classes (furnace/nn.h's names) with their gradients'
+// bytes (f32).
 struct MlpParams {
   std::vector<std::string> names;
   std::vector<size_t> bytes;
 };
 
 MlpParams mlp_params(const std::vector<int>& hidden, int inputs, int classes) {
-  std::vector<int> widths{inputs};
-  widths.insert(widths.end(), hidden.begin(), hidden.end());
-  widths.push_back(classes);
+  std::vector<int> sizes{inputs};
+  sizes.insert(sizes.end(), hidden.begin(), hidden.end());
+  sizes.push_back(classes);
   MlpParams p;
-  for (size_t i = 0; i + 1 < widths.size(); ++i) {
-    const std::string prefix = std::to_string(2 * i) + ".";
-    p.names.push_back(prefix + "weight");
-    p.bytes.push_back(static_cast<size_t>(widths[i]) * static_cast<size_t>(widths[i + 1]) * 4);
-    p.names.push_back(prefix + "bias");
-    p.bytes.push_back(static_cast<size_t>(widths[i + 1]) * 4);
+  for (const ParameterShape& s : mlp_parameter_shapes(sizes)) {
+    p.names.push_back(s.name);
+    p.bytes.push_back(static_cast<size_t>(s.numel) * sizeof(float));
   }
   return p;
 }

@@ -74,12 +74,22 @@ void MLP::release_activations() {
   for (Linear& l : layers_) l.release_activations();
 }
 
+std::vector<ParameterShape> mlp_parameter_shapes(const std::vector<int>& sizes) {
+  std::vector<ParameterShape> out;
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) {
+    const std::string prefix = std::to_string(2 * i) + ".";  // Sequential index: ReLUs in between
+    out.push_back({prefix + "weight", int64_t{sizes[i]} * sizes[i + 1]});
+    out.push_back({prefix + "bias", int64_t{sizes[i + 1]}});
+  }
+  return out;
+}
+
 std::vector<Parameter> MLP::parameters() {
+  const std::vector<ParameterShape> shapes = mlp_parameter_shapes(sizes_);
   std::vector<Parameter> out;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    const std::string prefix = std::to_string(2 * i) + ".";  // Sequential index: ReLUs in between
-    out.push_back({prefix + "weight", &layers_[i].weight, &layers_[i].grad_weight});
-    out.push_back({prefix + "bias", &layers_[i].bias, &layers_[i].grad_bias});
+    out.push_back({shapes[2 * i].name, &layers_[i].weight, &layers_[i].grad_weight});
+    out.push_back({shapes[2 * i + 1].name, &layers_[i].bias, &layers_[i].grad_bias});
   }
   return out;
 }

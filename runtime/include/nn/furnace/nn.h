@@ -49,6 +49,16 @@ class Linear {
   Tensor weight_half_, bias_half_;  // autocast's 16-bit copies of the parameters, kept for backward
 };
 
+// One of model.parameters() of an MLP, as a shape: its name and element count.
+struct ParameterShape {
+  std::string name;  // "0.weight", "0.bias", "2.weight", ...
+  int64_t numel = 0;
+};
+
+// model.parameters() of the MLP with `sizes` without building it: each Linear's weight, then its
+// bias, named as nn.Sequential names them (ReLUs in between). MLP::parameters() uses these names.
+std::vector<ParameterShape> mlp_parameter_shapes(const std::vector<int>& sizes);
+
 // torch.nn.Sequential of Linear layers with ReLU between them: sizes {784, 512, 512, 10}.
 class MLP {
  public:
