@@ -1,0 +1,51 @@
+// furnace/gloo_group.h: ProcessGroupGloo, a ProcessGroup whose ranks are separate processes (on
+// one machine or several) joined by Gloo, PyTorch's own CPU collective library, over TCP. The
+// ranks find each other through a TcpStore (furnace/tcp_store.h): each publishes the address its
+// Gloo device listens on, then every pair connects (Gloo's full mesh). all_reduce is Gloo's ring
+// (reduce-scatter then all-gather: every rank gets the same bits, summed in the ring's order, not
+// rank order as make_thread_group's; the two agree within fp32 reassociation).
+//
+// Each collective first all-reduces a small header (what it is, its size, each rank's device clock)
+// so that ranks calling different collectives get one clear error on every rank instead of Gloo's
+// hang or corrupt result, and so that the modelled clock starts the collective when the last rank
+// reaches it, as the thread group does. The collective runs on the caller's thread (the host
+// waits); on the modelled device clock it runs on kCommStream, overlapping backward as NCCL's does.
+//
+// A rank that dies closes its sockets: every other rank's pending or next collective fails at once
+// with Gloo's "connection closed"; a rank that hangs makes the others fail after the timeout.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "furnace/process_group.h"  // defines: ProcessGroup
+#include "furnace/tcp_store.h"      // defines: TcpStore
+#include "furnace/topology.h"       // defines: Topology
+
+namespace furnace {
+
+struct GlooGroupOptions {
+  // torch.distributed.init_process_group(timeout=): every collective and the connection set-up.
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  // The address this rank's Gloo device listens on for its peers: GLOO_SOCKET_IFNAME's interface
+  // when `iface` is set, else `hostname` (127.0.0.1 for a one-node job).
+  std::string hostname = "127.0.0.1";
+  std::string iface;
+  // The machine each rank's GPU belongs to (every node the same machine), for the modelled clock;
+  // `node` is this rank's node (GROUP_RANK). Unset: nothing is modelled.
+  const Topology* topology = nullptr;
+  int node = 0;
+};
+
+// Joins the group as `rank` of `size`; every rank calls it with the same store address. Throws
+// furnace::Error, one line, when the others do not arrive within the timeout.
+std::unique_ptr<ProcessGroup> make_gloo_group(TcpStore& store, int rank, int size, GlooGroupOptions options = {});
+
+// The modelled time of a ring all-reduce of `bytes` between nodes: 2(n-1)/n x bytes over the
+// slower of the nodes' network and the GPUs' own links, plus 2(n-1) hop latencies. The network is
+// not in the topology files; this assumes 100 Gb/s per node (InfiniBand HDR100 or 100 GbE,
+// 12.5 GB/s) and 5 us per hop.
+double model_network_all_reduce_seconds(int ranks, double bytes);
+
+}  // namespace furnace
