@@ -13,7 +13,7 @@ cd "$(dirname "$0")"
 PACKAGES=(g++ cmake ninja-build pkg-config libgtest-dev libgmock-dev libopenblas-dev
           nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libmd4c-dev zlib1g-dev dataset-fashion-mnist
           libicu-dev libimgui-dev libglfw3-dev libgl-dev libpng-dev libfreetype-dev libfontconfig-dev
-          libgl1-mesa-dri fonts-dejavu-core fonts-wqy-microhei xvfb xauth)
+          libgloo-dev libgl1-mesa-dri fonts-dejavu-core fonts-wqy-microhei xvfb xauth)
 # clang + its libFuzzer runtime (a Recommends of clang, so named here): the fuzz test
 # (tests/fuzz) reports SKIPPED without them.
 PACKAGES+=(clang libclang-rt-dev)

@@ -9,7 +9,7 @@ cmake_minimum_required(VERSION 3.25)
 
 # Bottom up. Layers on one rank do not include each other (nn and data; amp and parallel).
 set(FURNACE_LAYER_RANKS core=0 machine=1 trace=2 backend=3 memory=4 runtime=5 ops=6 nn=7 data=7
-                        amp=8 parallel=8 train=9 lessons=10)
+                        amp=8 parallel=8 dist=9 train=10 lessons=11)
 foreach(entry IN LISTS FURNACE_LAYER_RANKS)
   string(REPLACE "=" ";" pair "${entry}")
   list(GET pair 0 layer)
@@ -59,7 +59,7 @@ endforeach()
 
 if(problems)
   list(JOIN problems "\n" text)
-  message(FATAL_ERROR "Furnace's layer rule (core < machine < trace < backend < memory < runtime < ops < nn, data < amp, parallel < train < lessons):\n${text}")
+  message(FATAL_ERROR "Furnace's layer rule (core < machine < trace < backend < memory < runtime < ops < nn, data < amp, parallel < dist < train < lessons):\n${text}")
 endif()
 if(STAMP)
   file(TOUCH "${STAMP}")

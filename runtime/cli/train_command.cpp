@@ -2,6 +2,7 @@
 // device's memory; --json ends stdout with one JSON object; --trace writes a Chrome trace.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "furnace/checkpoint.h"  // defines: read_checkpoint, resume_scenario
 #include "furnace/error.h"
 #include "furnace/file_kind.h"  // defines: why_not_writable
+#include "furnace/launch_env.h"  // defines: worker_env_from_environment, worker_variable_names
 #include "furnace/process.h"  // defines: describe_cuda_environment
 #include "furnace/stop_signals.h"  // defines: install_stop_signals, stop_signal
 #include "furnace/topology.h"  // defines: load_topology
@@ -370,6 +372,11 @@ void run(const TrainOptions& o) {
   Scenario sc = o.scenario;
   sc.hidden = parse_int_list(o.hidden, "--hidden", "layer widths (e.g. 512,512)");
   sc.env = cuda_environment(o.visible, o.order);
+  // A launcher's variables (furnace launch, torchrun, mpirun, srun): with --parallel ddp this
+  // process is then one rank of the job.
+  for (const std::string& name : worker_variable_names())
+    if (const char* v = std::getenv(name.c_str())) sc.env[name] = v;
+  if (const char* v = std::getenv("GLOO_SOCKET_IFNAME")) sc.env["GLOO_SOCKET_IFNAME"] = v;
   if (o.device_ids) sc.device_ids = parse_device_ids(*o.device_ids);
   if (o.betas) parse_betas(*o.betas, sc);
   // torch.optim.AdamW's default lr (1e-3) when --lr is not given: SGD's 0.1 would make Adam diverge.
@@ -405,6 +412,17 @@ void run(const TrainOptions& o) {
   if (parse_parallel_mode(sc.parallel) == ParallelMode::dp && sc.device_ids && !sc.device_ids->empty() && !o.device_given)
     sc.device = std::max(0, sc.device_ids->front());
   sc.validate();
+  // Under a launcher only rank 0 speaks (the script's `if rank == 0:`): the others train silently
+  // and say only why they failed.
+  std::optional<WorkerEnv> worker;
+  if (sc.parallel_mode() == ParallelMode::ddp)
+    worker = worker_env_from_environment([&](const char* name) -> const char* {
+      const auto it = sc.env.find(name);
+      return it == sc.env.end() ? nullptr : it->second.c_str();
+    });
+  const bool silent = worker && worker->rank != 0;
+  const bool quiet = o.quiet || silent;
+  const bool json = o.json && !silent;
   // Where the run will write, checked before it starts rather than when it ends.
   if (!o.trace_path.empty()) {
     const std::string why = why_not_writable(o.trace_path);
@@ -419,33 +437,40 @@ void run(const TrainOptions& o) {
 
   TraceBus bus;
   std::unique_ptr<ChromeTraceWriter> writer;
-  if (!o.trace_path.empty()) writer = std::make_unique<ChromeTraceWriter>(bus);
+  if (!o.trace_path.empty() && !silent) writer = std::make_unique<ChromeTraceWriter>(bus);
 
   ProgressBar bar(stderr);
   ProgressFn progress;
-  if (!o.quiet) progress = [&bar](const Progress& p) { bar(p); };
-  if (!o.quiet && !o.json)
+  if (!quiet) progress = [&bar](const Progress& p) { bar(p); };
+  if (!quiet && !json)
     std::printf("furnace train: MLP 784-%s-10, batch %lld, %s, %d epoch%s, topology %s, %s\n",
                 widths.c_str(), static_cast<long long>(sc.batch), optimizer_text(sc).c_str(), sc.epochs,
                 sc.epochs == 1 ? "" : "s", sc.topology.c_str(),
                 sc.parallel_mode() == ParallelMode::ddp ? "rank r on cuda:r" : ("device cuda:" + std::to_string(sc.device)).c_str());
-  if (!o.quiet && !o.json && (sc.amp_mode() != AmpMode::off || sc.accum > 1 || sc.workers > 0 || sc.pin_memory))
+  if (!quiet && !json && (sc.amp_mode() != AmpMode::off || sc.accum > 1 || sc.workers > 0 || sc.pin_memory))
     std::printf("  amp %s, accumulation %d (effective batch %lld%s), DataLoader(num_workers=%d, "
                 "pin_memory=%s)\n",
                 sc.amp.c_str(), sc.accum, static_cast<long long>(sc.batch) * sc.accum,
                 sc.accum > 1 && !sc.accum_divide ? ", loss NOT divided: effectively lr x accum" : "",
                 sc.workers, sc.pin_memory ? "True" : "False");
-  if (!o.quiet && !o.json && sc.parallel_mode() == ParallelMode::dp)
+  if (!quiet && !json && sc.parallel_mode() == ParallelMode::dp)
     std::printf("  model = nn.DataParallel(model, device_ids=%s%s)\n",
                 sc.device_ids ? ("[" + ids_text(*sc.device_ids) + "]").c_str() : "None (every visible device)",
                 sc.output_device ? (", output_device=" + std::to_string(*sc.output_device)).c_str() : "");
-  if (!o.quiet && !o.json && sc.parallel_mode() == ParallelMode::ddp)
+  if (!quiet && !json && sc.parallel_mode() == ParallelMode::ddp)
     std::printf("  torchrun --nproc-per-node %s: in every rank's process model = DDP(model, device_ids=[local_rank], "
                 "bucket_cap_mb=%g), DataLoader(batch_size=batch/world, sampler=DistributedSampler(...))\n",
-                sc.nproc == -1 ? "<visible GPUs>" : std::to_string(sc.nproc).c_str(), sc.bucket_cap_mb);
-  if (!o.quiet && !o.json && !sc.env.empty())
+                worker ? std::to_string(worker->local_world_size).c_str()
+                : sc.nproc == -1 ? "<visible GPUs>" : std::to_string(sc.nproc).c_str(),
+                sc.bucket_cap_mb);
+  if (!quiet && !json && worker)
+    std::printf("  started by %s: this process is rank %d of %d (LOCAL_RANK %d, node %d); the ranks meet at the store "
+                "on %s:%d and all-reduce through Gloo\n",
+                worker->launcher.c_str(), worker->rank, worker->world_size, worker->local_rank, worker->group_rank,
+                worker->master_addr.c_str(), worker->master_port);
+  if (!quiet && !json && (sc.env.count(kCudaVisibleDevices) || sc.env.count(kCudaDeviceOrder)))
     std::printf("  %s (furnace devices shows which GPU is which)\n", describe_cuda_environment(sc.env).c_str());
-  if (!o.json) ck.on_note = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
+  if (!json) ck.on_note = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
   std::fflush(stdout);
   ck.stop_requested = stop_signal;
   int64_t total = 0;
@@ -457,7 +482,7 @@ void run(const TrainOptions& o) {
   if (r.stop_signal != 0) {
     if (writer) writer->write(o.trace_path);
     std::fflush(stdout);
-    std::fprintf(stderr, "furnace: %s\n", stopped_line(r, total, ck.path).c_str());
+    if (!silent) std::fprintf(stderr, "furnace: %s\n", stopped_line(r, total, ck.path).c_str());
     throw ExitCode{128 + r.stop_signal};
   }
   std::string one_gpu_why;
@@ -465,10 +490,11 @@ void run(const TrainOptions& o) {
 
   if (writer) {
     writer->write(o.trace_path);
-    if (!o.json) std::printf("trace: %zu events written to %s (open it in https://ui.perfetto.dev)\n",
+    if (!json) std::printf("trace: %zu events written to %s (open it in https://ui.perfetto.dev)\n",
                              writer->event_count(), o.trace_path.c_str());
   }
-  if (o.json) {
+  if (silent) return;
+  if (json) {
     nlohmann::json j = to_json(r);
     j["modelled_samples_per_s"] = modelled_samples_per_s(r, sc);
     if (one_gpu) j[r.ddp ? "ddp" : "dp"]["one_gpu_modelled_samples_per_s"] = *one_gpu;
@@ -528,6 +554,9 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--nproc", s.nproc, "ddp: processes (ranks), as torchrun --nproc-per-node (default: one per visible GPU)");
   cmd->add_option("--bucket-cap-mb", s.bucket_cap_mb, "ddp: DDP's bucket_cap_mb (gradient buckets all-reduced "
                   "as backward produces them)")->capture_default_str();
+  cmd->add_option("--dist-timeout", s.dist_timeout_s,
+                  "ddp under a launcher (furnace launch, torchrun, mpirun, srun): seconds a rank waits for the others "
+                  "to join and in each collective, as init_process_group(timeout=)")->capture_default_str();
   cmd->add_flag("--no-set-epoch{false}", s.sampler_set_epoch,
                 "ddp: never call sampler.set_epoch(epoch): every epoch repeats epoch 0's order (the trap)");
   cmd->add_option_function<std::string>("--device-ids", [opts](const std::string& v) { opts->device_ids = v; },

@@ -263,11 +263,7 @@ class ThreadProcessGroup final : public ProcessGroup {
 
   std::unique_ptr<Work> run(OpContext& ctx, Tensor& t, Collective what, int root) {
     const char* name = collective_name(what);
-    FURNACE_CHECK(t.defined() && t.dtype() == DType::f32)
-        << name << ": rank " << rank_ << " passed " << (t.defined() ? dtype_name(t.dtype()) : "an undefined")
-        << " tensor; f32 expected";
-    FURNACE_CHECK(ctx.device >= 0 && t.device() == Device::cuda(ctx.device))
-        << name << ": rank " << rank_ << "'s tensor is on " << t.device().str() << ", expected cuda:" << ctx.device;
+    check_collective_tensor(ctx, t, name, rank_);
     Backend& backend = ctx.rt.backend();
     const size_t bytes = t.nbytes();
     // The simulator's device memory is host memory: read and write it in place. Elsewhere the

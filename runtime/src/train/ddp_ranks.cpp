@@ -34,14 +34,8 @@ Environment rank_environment(const Environment& base, int rank, int world) {
 }  // namespace
 
 int ddp_world_size(const Scenario& sc, const Topology& topology) {
-  // --backend auto means the simulator here, unless the user asked for cuda by name.
-  const char* chosen = std::getenv("FURNACE_BACKEND");
-  const bool cuda_asked = sc.backend == "cuda" || (sc.backend == "auto" && chosen && std::string(chosen) == "cuda");
-  FURNACE_CHECK(!cuda_asked && (sc.backend == "sim" || sc.backend == "auto"))
-      << "--parallel ddp runs its ranks on the simulator (--backend sim); on real GPUs each rank is "
-         "a process of its own (one process per GPU), which this command does not start";
-  FURNACE_CHECK(sc.device == 0) << "--device does not apply to --parallel ddp: rank r trains on cuda:r "
-                                   "(its LOCAL_RANK), as torch.cuda.set_device(local_rank) does";
+  check_ddp_backend(sc);
+  check_ddp_device(sc);
   const Visibility v = resolve_visibility(topology.gpus, sc.env);
   const int visible = v.count();
   FURNACE_CHECK(visible > 0) << "--parallel ddp: the processes see no GPU of '" << topology.name << "' ("
@@ -52,6 +46,21 @@ int ddp_world_size(const Scenario& sc, const Topology& topology) {
       << world - 1 << ") (its LOCAL_RANK), but the processes see " << visible << " GPU" << (visible == 1 ? "" : "s")
       << " of '" << topology.name << "' (" << v.mapping_text() << "): CUDA error: invalid device ordinal; "
       << "use --nproc " << visible << " or fewer";
+  check_ddp_batch(sc, world);
+  return world;
+}
+
+void check_ddp_backend(const Scenario& sc) {
+  // --backend auto means the simulator here, unless the user asked for cuda by name.
+  const char* chosen = std::getenv("FURNACE_BACKEND");
+  const bool cuda_asked = sc.backend == "cuda" || (sc.backend == "auto" && chosen && std::string(chosen) == "cuda");
+  FURNACE_CHECK(!cuda_asked && (sc.backend == "sim" || sc.backend == "auto"))
+      << "--parallel ddp runs its ranks on the simulator (--backend sim), in threads of this process or "
+         "one process each under furnace launch (gradients through Gloo); on real GPUs the ranks' "
+         "gradients go through NCCL, whose process group is not built yet";
+}
+
+void check_ddp_batch(const Scenario& sc, int world) {
   FURNACE_CHECK(sc.batch >= world)
       << "--batch " << sc.batch << " is smaller than the " << world << " ranks: each rank's DataLoader "
       << "takes batch / world = " << sc.batch / world << " rows (the global batch must give every rank at least one)";
@@ -59,7 +68,11 @@ int ddp_world_size(const Scenario& sc, const Topology& topology) {
       << "--batch " << sc.batch << " does not split evenly over " << world << " ranks: each rank's "
       << "DataLoader takes batch / world rows; use a multiple of " << world << " (e.g. "
       << sc.batch / world * world << " or " << (sc.batch / world + 1) * world << ")";
-  return world;
+}
+
+void check_ddp_device(const Scenario& sc) {
+  FURNACE_CHECK(sc.device == 0) << "--device does not apply to --parallel ddp: rank r trains on cuda:r "
+                                   "(its LOCAL_RANK), as torch.cuda.set_device(local_rank) does";
 }
 
 DdpRanks::DdpRanks(const Scenario& sc, TraceBus& trace, const CheckpointOptions& checkpoints)
@@ -196,33 +209,9 @@ void DdpRanks::save() {
 TrainResult DdpRanks::finish() {
   std::vector<TrainResult> results(static_cast<size_t>(world_));
   on_every_rank([&](int r) { results[static_cast<size_t>(r)] = runs_[static_cast<size_t>(r)]->finish(); });
-  TrainResult out = results[0];
-  out.train_samples = 0;
-  out.modelled_s = 0;
-  out.modelled_step_s = 0;
-  for (const TrainResult& r : results) {
-    out.train_samples += r.train_samples;
-    out.modelled_s = std::max(out.modelled_s, r.modelled_s);
-    out.modelled_step_s = std::max(out.modelled_step_s, r.modelled_step_s);
-  }
-  out.wall_s = now_s() - t0_;
-  out.samples_per_s = out.wall_s > 0 ? static_cast<double>(out.train_samples) / out.wall_s : 0;
-  // Each GPU as its rank used it (a rank's process touches only its own GPU).
-  for (size_t d = 0; d < out.memory.size() && d < results.size(); ++d) out.memory[d] = results[d].memory[d];
-  DdpReport report = *results[0].ddp;
-  report.ranks.clear();
-  report.step_s = out.modelled_step_s;
-  double comm = 0, exposed = 0;
-  for (const TrainResult& r : results) {
-    DdpRankReport rank = r.ddp->ranks.at(0);
-    rank.idle_s = std::max(0.0, report.step_s - (rank.busy_s - (rank.comm_s - rank.exposed_s)));
-    comm += rank.comm_s;
-    exposed += rank.exposed_s;
-    report.ranks.push_back(rank);
-  }
-  report.hidden_share = comm > 0 ? std::clamp(1.0 - exposed / comm, 0.0, 1.0) : 0.0;
-  out.ddp = report;
-  return out;
+  std::vector<DdpRankSummary> summaries;
+  for (const TrainResult& r : results) summaries.push_back(summarize_rank(r));
+  return combine_ddp_ranks(results[0], summaries, std::vector<bool>(results.size(), true), now_s() - t0_);
 }
 
 }  // namespace furnace

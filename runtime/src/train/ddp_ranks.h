@@ -18,6 +18,7 @@
 #include "furnace/sim_machine.h"    // defines: SimMachine, Process
 #include "furnace/train.h"
 #include "parallel/worker_pool.h"   // defines: parallel::WorkerPool
+#include "train/ddp_job.h"          // defines: DdpJob
 #include "train/training_data.h"    // defines: TrainingData
 
 namespace furnace {
@@ -34,8 +35,15 @@ struct RankSetup {
 // The number of ranks `sc` asks for (--nproc, or one per GPU its environment makes visible on
 // `topology`), checked: at least one GPU each, a global batch they can share evenly. Throws one line.
 int ddp_world_size(const Scenario& sc, const Topology& topology);
+// The global batch splits evenly over `world` ranks, at least a row each; throws one line.
+void check_ddp_batch(const Scenario& sc, int world);
+// The backend is the simulator (the ranks' collectives are the thread group's or Gloo's); throws
+// one line.
+void check_ddp_backend(const Scenario& sc);
+// --device is not set: each rank's LOCAL_RANK picks its device; throws one line.
+void check_ddp_device(const Scenario& sc);
 
-class DdpRanks {
+class DdpRanks final : public DdpJob {
  public:
   // Starts the ranks and builds each one's TrainingRun (DDP's constructor broadcasts rank 0's
   // parameters: they construct together). Throws the first rank's error ("rank 2: ...").
@@ -44,11 +52,11 @@ class DdpRanks {
   DdpRanks(const DdpRanks&) = delete;
   DdpRanks& operator=(const DdpRanks&) = delete;
 
-  std::optional<Progress> step();
-  bool done() const;
-  int64_t total_steps() const;
-  void save();  // rank 0 writes the checkpoint
-  TrainResult finish();
+  std::optional<Progress> step() override;
+  bool done() const override;
+  int64_t total_steps() const override;
+  void save() override;
+  TrainResult finish() override;
 
  private:
   // Runs fn(rank) on every rank's thread at once; a rank that throws aborts the group (the others

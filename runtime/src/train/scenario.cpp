@@ -101,6 +101,9 @@ void Scenario::validate() const {
         << "--bucket-cap-mb must be a positive number of megabytes (got " << bucket_cap_mb << ")";
     FURNACE_CHECK(bucket_cap_mb * 1024.0 * 1024.0 >= 1.0 && bucket_cap_mb <= 1.0e12)
         << "--bucket-cap-mb " << bucket_cap_mb << " is not a usable bucket size (1 byte to 1e12 MB)";
+    // Whole milliseconds, at most a day (a longer wait is a hang).
+    FURNACE_CHECK(std::isfinite(dist_timeout_s) && dist_timeout_s >= 0.001 && dist_timeout_s <= 86400)
+        << "--dist-timeout must be between 0.001 and 86400 seconds (got " << dist_timeout_s << ")";
   } else {
     FURNACE_CHECK(nproc == -1) << "--nproc needs --parallel ddp";
   }

@@ -29,6 +29,7 @@
 #include "furnace/train.h"
 #include "furnace/ddp.h"           // defines: DistributedDataParallel
 #include "train/ddp_ranks.h"       // defines: DdpRanks, RankSetup
+#include "train/process_rank.h"    // defines: ProcessRank, launched_worker
 #include "train/dp_training.h"     // defines: DpTraining
 #include "train/training_data.h"   // defines: TrainingData, load_training_data
 #include "train/loading_timeline.h"  // defines: LoadingTimeline
@@ -312,7 +313,10 @@ void TrainingRun::State::close_epoch() {
 TrainingRun::TrainingRun(const Scenario& scenario, TraceBus& trace, const CheckpointOptions& ckpt) {
   scenario.validate();
   if (scenario.parallel_mode() == ParallelMode::ddp) {
-    ranks_ = std::make_unique<DdpRanks>(scenario, trace, ckpt);
+    if (std::optional<WorkerEnv> worker = launched_worker(scenario))
+      ranks_ = std::make_unique<ProcessRank>(scenario, trace, ckpt, std::move(*worker));
+    else
+      ranks_ = std::make_unique<DdpRanks>(scenario, trace, ckpt);
     return;
   }
   s_ = std::make_unique<State>(scenario, trace, ckpt);

@@ -3,21 +3,25 @@
 // ranks find each other through a TcpStore (furnace/tcp_store.h): each publishes the address its
 // Gloo device listens on, then every pair connects (Gloo's full mesh). all_reduce is Gloo's ring
 // (reduce-scatter then all-gather: every rank gets the same bits, summed in the ring's order, not
-// rank order as make_thread_group's; the two agree within fp32 reassociation).
+// rank order as make_thread_group's; the two agree within fp32 reassociation, and exactly for two
+// ranks, where a + b = b + a).
 //
-// Each collective first all-reduces a small header (what it is, its size, each rank's device clock)
-// so that ranks calling different collectives get one clear error on every rank instead of Gloo's
-// hang or corrupt result, and so that the modelled clock starts the collective when the last rank
-// reaches it, as the thread group does. The collective runs on the caller's thread (the host
-// waits); on the modelled device clock it runs on kCommStream, overlapping backward as NCCL's does.
+// Each collective first all-reduces a small header (what it is, its size and root, each rank's
+// device clock, GPU and node) so that ranks calling different collectives get one clear error on
+// every rank instead of Gloo's hang or corrupt result, and so that the modelled clock starts the
+// collective when the last rank reaches it, as the thread group does. The collective runs on the
+// caller's thread (the host waits, as Gloo's CPU path does); on the modelled device clock it runs
+// on kCommStream, overlapping backward as NCCL's kernel does.
 //
 // A rank that dies closes its sockets: every other rank's pending or next collective fails at once
-// with Gloo's "connection closed"; a rank that hangs makes the others fail after the timeout.
+// ("connection closed"); a rank that hangs makes the others fail after the timeout. Either way the
+// group is then broken: every later call fails with the same line.
 #pragma once
 
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "furnace/process_group.h"  // defines: ProcessGroup
 #include "furnace/tcp_store.h"      // defines: TcpStore
@@ -38,14 +42,25 @@ struct GlooGroupOptions {
   int node = 0;
 };
 
-// Joins the group as `rank` of `size`; every rank calls it with the same store address. Throws
-// furnace::Error, one line, when the others do not arrive within the timeout.
-std::unique_ptr<ProcessGroup> make_gloo_group(TcpStore& store, int rank, int size, GlooGroupOptions options = {});
+// The host's own small collectives between the ranks, off the modelled clock: a job's control
+// (did any rank get a stop signal, each rank's report for rank 0).
+class GlooGroup : public ProcessGroup {
+ public:
+  // Every rank's `values` (the same length on every rank) become their elementwise maximum.
+  virtual void all_reduce_max(std::vector<double>& values) = 0;
+};
 
-// The modelled time of a ring all-reduce of `bytes` between nodes: 2(n-1)/n x bytes over the
-// slower of the nodes' network and the GPUs' own links, plus 2(n-1) hop latencies. The network is
-// not in the topology files; this assumes 100 Gb/s per node (InfiniBand HDR100 or 100 GbE,
-// 12.5 GB/s) and 5 us per hop.
+// Joins the group as `rank` of `size`; every rank calls it with a store at the same address.
+// Throws furnace::Error, one line, when the others do not arrive within the timeout or the device
+// cannot listen on the address.
+std::unique_ptr<GlooGroup> make_gloo_group(TcpStore& store, int rank, int size, GlooGroupOptions options = {});
+
+// The modelled time of a collective of `bytes` among `ranks` ranks on different nodes: the ring
+// over the network, 2(n-1)/n x bytes for an all-reduce (bytes for a broadcast, pipelined along
+// the ring) at the network's bandwidth, plus a hop latency per step. The network is not in
+// the topology files; this assumes 100 Gb/s per node (InfiniBand HDR100 or 100 GbE: 12.5 GB/s)
+// and 5 us per hop, and that it, not the GPUs' links inside a node, is the ring's slowest link.
 double model_network_all_reduce_seconds(int ranks, double bytes);
+double model_network_broadcast_seconds(int ranks, double bytes);
 
 }  // namespace furnace

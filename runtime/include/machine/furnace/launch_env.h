@@ -59,15 +59,22 @@ struct WorkerEnv {
   std::string master_addr;
   int master_port = 0;
   std::string run_id;  // TORCHELASTIC_RUN_ID, empty when not set
+  std::string launcher;  // whose variables these were: "torchrun", "Open MPI" or "Slurm"
 };
 
-// Reads the contract through `getenv` (::getenv by default). std::nullopt when neither RANK nor
-// WORLD_SIZE is set: no launcher started this process. Otherwise RANK, WORLD_SIZE, MASTER_ADDR and
-// MASTER_PORT are required, as init_process_group("env://") requires them; a missing one throws
-// furnace::Error in PyTorch's words ("Error initializing torch.distributed using env:// rendezvous:
-// environment variable RANK expected, but not set"), and a value that is not a number in range
-// throws one line naming the variable.
+// Reads the contract through `getenv` (::getenv by default). std::nullopt when no launcher started
+// this process. torchrun's variables first: with RANK or WORLD_SIZE set, RANK, WORLD_SIZE,
+// MASTER_ADDR and MASTER_PORT are required, as init_process_group("env://") requires them; a
+// missing one throws furnace::Error in PyTorch's words ("Error initializing torch.distributed using
+// env:// rendezvous: environment variable RANK expected, but not set"). Else Open MPI's mpirun
+// (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE) or Slurm's srun (SLURM_PROCID,
+// SLURM_STEP_NUM_TASKS, SLURM_LOCALID, SLURM_NODEID, SLURM_STEP_TASKS_PER_NODE), which do not set
+// MASTER_ADDR / MASTER_PORT: 127.0.0.1:29500 on one node, required across nodes. A value that is
+// not a number in range throws one line naming the variable.
 using GetEnv = std::function<const char*(const char*)>;
 std::optional<WorkerEnv> worker_env_from_environment(const GetEnv& getenv = {});
+
+// Every variable worker_env_from_environment reads, for a program that passes its environment on.
+const std::vector<std::string>& worker_variable_names();
 
 }  // namespace furnace

@@ -71,6 +71,10 @@ class ProcessGroup {
   virtual void abort(const std::string& reason) = 0;
 };
 
+// What every collective checks of its tensor: defined, f32, on the caller's device (ctx.device).
+// Throws one line naming the collective (`name`) and `rank`.
+void check_collective_tensor(const OpContext& ctx, const Tensor& t, const char* name, int rank);
+
 struct ThreadGroupOptions {
   // torch.distributed's default timeout for NCCL and Gloo is 10 minutes (30 for NCCL before 2.2);
   // a test or a lesson wants less. A rank waiting longer for the others throws.

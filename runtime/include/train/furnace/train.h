@@ -59,8 +59,8 @@ struct Scenario {
   std::string data_dir;    // MNIST-format folder; empty: Debian's Fashion-MNIST
   int64_t max_steps = -1;  // stop after this many optimizer steps (benchmarks, tests); -1: all
   int device = 0;          // logical device ordinal to train on
-  // The training process's CUDA environment: CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER (absent:
-  // not set). With the sim backend it decides which simulated GPUs the process sees and as which
+  // The training process's environment as training reads it: CUDA_VISIBLE_DEVICES and
+  // CUDA_DEVICE_ORDER (absent: not set), and a launcher's variables (furnace/launch_env.h). With the sim backend it decides which simulated GPUs the process sees and as which
   // cuda:N (furnace/visibility.h); `furnace train` fills it from its own environment and the
   // --visible/--order flags. With the cuda backend the variables given here are exported.
   std::map<std::string, std::string> env;
@@ -81,6 +81,13 @@ struct Scenario {
   int nproc = -1;               // ranks; -1: one per visible GPU
   double bucket_cap_mb = 25.0;  // DDP's bucket_cap_mb
   bool sampler_set_epoch = true;  // false: the loop forgets sampler.set_epoch(epoch)
+  // Under a launcher (`furnace launch`, torchrun, mpirun, srun: RANK and WORLD_SIZE or their
+  // equivalents in `env`), "ddp" makes this process one rank of the job instead: the ranks join
+  // through rank 0's store at MASTER_ADDR:MASTER_PORT and all-reduce through Gloo.
+  // init_process_group(timeout=): how long a rank waits for the others to join and in each
+  // collective before it fails (PyTorch's default for Gloo is 30 minutes; a stopped peer is
+  // noticed at once, a hung one after this).
+  double dist_timeout_s = 60;
   // Mixed precision: "off", "fp16" (autocast to float16 with a GradScaler) or "bf16" (autocast to
   // bfloat16, no scaler needed: bf16 has fp32's range).
   std::string amp = "off";
@@ -241,7 +248,7 @@ std::vector<int> parse_int_list(const std::string& text, const std::string& what
 
 struct Checkpoint;  // furnace/checkpoint.h
 struct RankSetup;   // train/ddp_ranks.h: one rank of a --parallel ddp run
-class DdpRanks;     // train/ddp_ranks.h: the ranks a --parallel ddp run starts
+class DdpJob;       // train/ddp_job.h: the ranks of a --parallel ddp run this process drives
 
 // Saving and resuming the whole training state (`furnace train --checkpoint / --save-every /
 // --resume / --stop-at-step`). Saves are atomic: a kill at any moment leaves the last good one.
@@ -303,7 +310,7 @@ class TrainingRun {
   struct State;
   void start(const RankSetup* rank);
   std::unique_ptr<State> s_;
-  std::unique_ptr<DdpRanks> ranks_;  // --parallel ddp: the ranks this run started
+  std::unique_ptr<DdpJob> ranks_;  // --parallel ddp: the ranks this process drives
 };
 
 // Runs `scenario` to its end: a TrainingRun, `on_progress` after every step. `on_progress` may

@@ -67,14 +67,6 @@ std::optional<int> whole_int(std::string_view text, int lo, int hi) {
 
 std::optional<WorkerEnv> worker_env_from_environment(const GetEnv& getenv_fn) {
   const GetEnv get = getenv_fn ? getenv_fn : GetEnv([](const char* n) { return std::getenv(n); });
-  if (!get("RANK") && !get("WORLD_SIZE")) return std::nullopt;
-  auto required = [&](const char* name) -> std::string {
-    const char* v = get(name);
-    if (!v)
-      throw Error(std::string("Error initializing torch.distributed using env:// rendezvous: environment variable ") +
-                  name + " expected, but not set");
-    return v;
-  };
   auto number = [&](const char* name, const std::string& text, int lo, int hi) {
     const std::optional<int> v = whole_int(text, lo, hi);
     if (!v)
@@ -82,18 +74,82 @@ std::optional<WorkerEnv> worker_env_from_environment(const GetEnv& getenv_fn) {
                   ", " + std::to_string(hi) + "]");
     return *v;
   };
+  // `name` in [lo, hi], or `fallback` when not set.
+  auto optional = [&](const char* name, int lo, int hi, int fallback) {
+    const char* v = get(name);
+    return v ? number(name, v, lo, hi) : fallback;
+  };
+  auto required_by = [&](const char* name, const char* launcher) -> std::string {
+    const char* v = get(name);
+    if (!v) throw Error(std::string(name) + " is not set, but " + launcher + "'s other variables are");
+    return v;
+  };
+  constexpr int kMaxRanks = 1'000'000;
   WorkerEnv w;
-  w.world_size = number("WORLD_SIZE", required("WORLD_SIZE"), 1, 1'000'000);
-  w.rank = number("RANK", required("RANK"), 0, w.world_size - 1);
-  w.master_addr = required("MASTER_ADDR");
+  if (get("RANK") || get("WORLD_SIZE")) {
+    auto required = [&](const char* name) -> std::string {
+      const char* v = get(name);
+      if (!v)
+        throw Error(std::string("Error initializing torch.distributed using env:// rendezvous: environment variable ") +
+                    name + " expected, but not set");
+      return v;
+    };
+    w.launcher = "torchrun";
+    w.world_size = number("WORLD_SIZE", required("WORLD_SIZE"), 1, kMaxRanks);
+    w.rank = number("RANK", required("RANK"), 0, w.world_size - 1);
+    w.master_addr = required("MASTER_ADDR");
+    if (w.master_addr.empty()) throw Error("MASTER_ADDR is empty");
+    w.master_port = number("MASTER_PORT", required("MASTER_PORT"), 1, 65535);
+    w.local_world_size = optional("LOCAL_WORLD_SIZE", 1, w.world_size, w.world_size);
+    w.local_rank = optional("LOCAL_RANK", 0, w.local_world_size - 1, w.rank % w.local_world_size);
+    w.group_rank = optional("GROUP_RANK", 0, w.world_size - 1, 0);
+    if (const char* id = get("TORCHELASTIC_RUN_ID")) w.run_id = id;
+    return w;
+  }
+  if (get("OMPI_COMM_WORLD_SIZE")) {
+    w.launcher = "Open MPI";
+    w.world_size = number("OMPI_COMM_WORLD_SIZE", get("OMPI_COMM_WORLD_SIZE"), 1, kMaxRanks);
+    w.rank = number("OMPI_COMM_WORLD_RANK", required_by("OMPI_COMM_WORLD_RANK", "Open MPI"), 0, w.world_size - 1);
+    w.local_world_size = optional("OMPI_COMM_WORLD_LOCAL_SIZE", 1, w.world_size, w.world_size);
+    w.local_rank = optional("OMPI_COMM_WORLD_LOCAL_RANK", 0, w.local_world_size - 1, w.rank % w.local_world_size);
+    w.group_rank = w.rank / w.local_world_size;  // mpirun fills one node after the other (--map-by slot)
+  } else if (get("SLURM_STEP_NUM_TASKS")) {
+    w.launcher = "Slurm";
+    w.world_size = number("SLURM_STEP_NUM_TASKS", get("SLURM_STEP_NUM_TASKS"), 1, kMaxRanks);
+    w.rank = number("SLURM_PROCID", required_by("SLURM_PROCID", "Slurm"), 0, w.world_size - 1);
+    // SLURM_STEP_TASKS_PER_NODE: "4", "4(x2)" or "4(x2),3"; this node's count is the first one's
+    // on a job with equal nodes, the only kind DDP's LOCAL_RANK arithmetic supports.
+    if (const char* per_node = get("SLURM_STEP_TASKS_PER_NODE")) {
+      const std::string text = per_node;
+      w.local_world_size = number("SLURM_STEP_TASKS_PER_NODE", text.substr(0, text.find_first_of("(,")), 1, w.world_size);
+    } else {
+      w.local_world_size = w.world_size;
+    }
+    w.local_rank = optional("SLURM_LOCALID", 0, w.local_world_size - 1, w.rank % w.local_world_size);
+    w.group_rank = optional("SLURM_NODEID", 0, w.world_size - 1, w.rank / w.local_world_size);
+  } else {
+    return std::nullopt;
+  }
+  // mpirun and srun do not say where rank 0 is: on one node it is here; across nodes the job must
+  // export MASTER_ADDR and MASTER_PORT, as PyTorch's env:// asks of such a job too.
+  const char* addr = get("MASTER_ADDR");
+  if (!addr && w.local_world_size < w.world_size)
+    throw Error("MASTER_ADDR is not set: a job over several nodes (" + std::to_string(w.world_size) + " ranks, " +
+                std::to_string(w.local_world_size) + " on this node, started by " + w.launcher +
+                ") needs MASTER_ADDR and MASTER_PORT naming rank 0's host; export them for every rank");
+  w.master_addr = addr ? addr : "127.0.0.1";
   if (w.master_addr.empty()) throw Error("MASTER_ADDR is empty");
-  w.master_port = number("MASTER_PORT", required("MASTER_PORT"), 1, 65535);
-  w.local_world_size = get("LOCAL_WORLD_SIZE") ? number("LOCAL_WORLD_SIZE", get("LOCAL_WORLD_SIZE"), 1, w.world_size)
-                                               : w.world_size;
-  w.local_rank = get("LOCAL_RANK") ? number("LOCAL_RANK", get("LOCAL_RANK"), 0, w.local_world_size - 1) : w.rank % w.local_world_size;
-  w.group_rank = get("GROUP_RANK") ? number("GROUP_RANK", get("GROUP_RANK"), 0, w.world_size - 1) : 0;
-  if (const char* id = get("TORCHELASTIC_RUN_ID")) w.run_id = id;
+  w.master_port = optional("MASTER_PORT", 1, 65535, 29500);
   return w;
+}
+
+const std::vector<std::string>& worker_variable_names() {
+  static const std::vector<std::string> names = {
+      "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
+      "TORCHELASTIC_RUN_ID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+      "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "SLURM_NODEID",
+      "SLURM_STEP_TASKS_PER_NODE"};
+  return names;
 }
 
 }  // namespace furnace

@@ -1,0 +1,223 @@
+// train/process_rank: see process_rank.h.
+#include "train/process_rank.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "furnace/error.h"
+#include "furnace/host_memory.h"  // defines: estimate_host_memory, check_host_memory
+#include "furnace/process.h"      // defines: resolve_visibility
+#include "furnace/topology.h"
+#include "furnace/visibility.h"
+
+namespace furnace {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+bool is_loopback(const std::string& addr) {
+  return addr.rfind("127.", 0) == 0 || addr == "localhost" || addr == "::1";
+}
+
+// The address this rank's Gloo device listens on: GLOO_SOCKET_IFNAME's interface, as PyTorch
+// reads it; on one node (or "nodes" that are all this host) the loopback address; else this
+// host's name, which the other nodes resolve.
+void gloo_address(const Scenario& sc, const WorkerEnv& w, GlooGroupOptions& o) {
+  if (auto it = sc.env.find("GLOO_SOCKET_IFNAME"); it != sc.env.end() && !it->second.empty()) {
+    o.iface = it->second;
+    return;
+  }
+  if (w.local_world_size == w.world_size || is_loopback(w.master_addr)) {
+    o.hostname = "127.0.0.1";
+    return;
+  }
+  char name[256] = {};
+  FURNACE_CHECK(gethostname(name, sizeof name - 1) == 0)
+      << "this host has no name for the other nodes to reach it by; set GLOO_SOCKET_IFNAME to the network interface";
+  o.hostname = name;
+}
+
+// What a launched rank needs before it starts anything; throws one line.
+void check_launched_rank(const Scenario& sc, const Topology& topology, const WorkerEnv& w) {
+  check_ddp_backend(sc);
+  check_ddp_device(sc);
+  FURNACE_CHECK(sc.nproc == -1 || sc.nproc == w.world_size)
+      << "--nproc " << sc.nproc << " does not apply under a launcher: " << w.launcher << " started WORLD_SIZE="
+      << w.world_size << " processes; drop --nproc (the launcher's --nproc-per-node sets it)";
+  const Visibility v = resolve_visibility(topology.gpus, sc.env);
+  FURNACE_CHECK(w.local_rank < v.count())
+      << "rank " << w.rank << " calls torch.cuda.set_device(" << w.local_rank << ") (its LOCAL_RANK), but its process "
+      << "sees " << v.count() << " GPU" << (v.count() == 1 ? "" : "s") << " of '" << topology.name << "' ("
+      << describe_cuda_environment(sc.env) << "): CUDA error: invalid device ordinal; launch at most " << v.count()
+      << " processes per node";
+  check_ddp_batch(sc, w.world_size);
+}
+
+// A rank's summary as text for the store: every field in a fixed order, doubles in full.
+std::vector<char> encode(const DdpRankSummary& s, int node) {
+  const DdpRankReport& r = s.report;
+  const DeviceMemoryReport& m = r.memory;
+  std::ostringstream o;
+  o.precision(17);
+  o << node << ' ' << s.train_samples << ' ' << s.modelled_s << ' ' << s.modelled_step_s << ' ' << r.rank << ' '
+    << r.device << ' ' << r.physical << ' ' << r.busy_s << ' ' << r.comm_s << ' ' << r.exposed_s << ' ' << r.idle_s
+    << ' ' << m.device << ' ' << m.capacity_bytes << ' ' << m.context_bytes << ' ' << m.allocated_bytes << ' '
+    << m.reserved_bytes << ' ' << m.peak_allocated_bytes << ' ' << m.peak_reserved_bytes << ' ' << m.name;
+  const std::string text = o.str();
+  return {text.begin(), text.end()};
+}
+
+DdpRankSummary decode(const std::vector<char>& bytes, int& node, int from) {
+  std::istringstream in(std::string(bytes.begin(), bytes.end()));
+  DdpRankSummary s;
+  DdpRankReport& r = s.report;
+  DeviceMemoryReport& m = r.memory;
+  in >> node >> s.train_samples >> s.modelled_s >> s.modelled_step_s >> r.rank >> r.device >> r.physical >> r.busy_s >>
+      r.comm_s >> r.exposed_s >> r.idle_s >> m.device >> m.capacity_bytes >> m.context_bytes >> m.allocated_bytes >>
+      m.reserved_bytes >> m.peak_allocated_bytes >> m.peak_reserved_bytes;
+  FURNACE_CHECK(!in.fail()) << "rank " << from << "'s report in the store is not readable";
+  std::getline(in >> std::ws, m.name);
+  return s;
+}
+
+std::string report_key(int rank) { return "furnace/report/" + std::to_string(rank); }
+
+}  // namespace
+
+std::optional<WorkerEnv> launched_worker(const Scenario& sc) {
+  return worker_env_from_environment([&](const char* name) -> const char* {
+    const auto it = sc.env.find(name);
+    return it == sc.env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+template <class Fn>
+auto ProcessRank::as_rank(Fn fn) -> decltype(fn()) {
+  FURNACE_CHECK(broken_.empty()) << broken_;
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    const Error* err = dynamic_cast<const Error*>(&e);
+    const std::string what = err ? err->message() : e.what();
+    if (group_) group_->abort("rank " + std::to_string(worker_.rank) + " failed");
+    broken_ = "rank " + std::to_string(worker_.rank) + ": " + what;
+    FURNACE_FAIL() << broken_;
+  }
+}
+
+ProcessRank::ProcessRank(const Scenario& sc, TraceBus& trace, const CheckpointOptions& checkpoints, WorkerEnv worker)
+    : worker_(std::move(worker)), stop_requested_(checkpoints.stop_requested) {
+  as_rank([&] {
+    const WorkerEnv& w = worker_;
+    const Topology topology = load_topology(sc.topology);
+    check_launched_rank(sc, topology, w);
+    FURNACE_CHECK(checkpoints.resume == nullptr)
+        << "--resume of a --parallel ddp run is not supported yet: its checkpoint holds rank 0's model and "
+           "optimizer (keys with DDP's 'module.' prefix), and resuming needs every rank's DistributedSampler "
+           "position, which is not restored yet";
+    const bool saving = w.rank == 0 && !checkpoints.path.empty();
+    std::shared_ptr<const TrainingData> data = load_training_data(sc, saving);
+
+    // This process holds one simulated GPU: its model, gradients, buckets (as large as the
+    // gradients) and its rank's share of the batch, as one device training batch / world rows
+    // (plus DataParallel's replica-sized allowance for the buckets).
+    {
+      Scenario one = sc;
+      one.parallel = "dp";
+      one.batch = sc.batch / w.world_size;
+      one.device_ids = std::vector<int>{w.local_rank};
+      std::vector<int> sizes{data->train.rows * data->train.cols};
+      sizes.insert(sizes.end(), sc.hidden.begin(), sc.hidden.end());
+      sizes.push_back(10);
+      const Visibility visible = resolve_visibility(topology.gpus, sc.env);
+      const GpuSpec& g =
+          topology.gpus[static_cast<size_t>(visible.devices[static_cast<size_t>(w.local_rank)].physical_index)];
+      check_host_memory(estimate_host_memory(one, sizes, {{w.local_rank, g.memory_bytes - std::min(g.memory_bytes, g.context_bytes)}},
+                                             host_memory_resident(), saving),
+                        host_memory_budget(sc.workers));
+    }
+
+    machine_ = std::make_unique<SimMachine>(topology);
+    const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(std::llround(sc.dist_timeout_s * 1000)));
+    store_ = std::make_unique<TcpStore>(w.master_addr, w.master_port, w.rank == 0, timeout);
+    GlooGroupOptions options;
+    options.timeout = timeout;
+    options.topology = &machine_->topology();
+    options.node = w.group_rank;
+    gloo_address(sc, w, options);
+    group_ = make_gloo_group(*store_, w.rank, w.world_size, options);
+
+    setup_.rank = w.rank;
+    setup_.world = w.world_size;
+    setup_.machine = machine_.get();
+    setup_.process = &machine_->spawn("rank " + std::to_string(w.rank), sc.env);
+    setup_.group = group_.get();
+    setup_.data = data;
+    Scenario mine = sc;
+    mine.device = w.local_rank;  // torch.cuda.set_device(LOCAL_RANK)
+    mine.evaluate = sc.evaluate && w.rank == 0;
+    CheckpointOptions ck;
+    if (w.rank == 0) {
+      ck.path = checkpoints.path;
+      ck.save_every = checkpoints.save_every;
+      ck.on_note = checkpoints.on_note;
+    }
+    ck.stop_at_step = checkpoints.stop_at_step;
+    ck.stop_requested = [this] { return stop_signal_; };
+    run_ = std::make_unique<TrainingRun>(mine, trace, ck, setup_);
+  });
+  t0_ = now_s();
+}
+
+ProcessRank::~ProcessRank() {
+  run_.reset();  // before the group, the store and the machine it uses
+}
+
+std::optional<Progress> ProcessRank::step() {
+  if (done()) return std::nullopt;
+  return as_rank([&] {
+    // Every rank stops after the same step: the largest signal any of them got.
+    if (stop_signal_ == 0) {
+      std::vector<double> signal{stop_requested_ ? static_cast<double>(stop_requested_()) : 0.0};
+      group_->all_reduce_max(signal);
+      stop_signal_ = static_cast<int>(signal[0]);
+    }
+    std::optional<Progress> p = run_->step();
+    if (p) p->samples_per_s *= worker_.world_size;  // this rank's rate: every rank draws as many samples
+    return p;
+  });
+}
+
+bool ProcessRank::done() const { return !broken_.empty() || !run_ || run_->done(); }
+
+int64_t ProcessRank::total_steps() const { return run_ ? run_->total_steps() : 0; }
+
+void ProcessRank::save() {
+  if (worker_.rank == 0) as_rank([&] { run_->save(); });
+}
+
+TrainResult ProcessRank::finish() {
+  return as_rank([&] {
+    TrainResult mine = run_->finish();
+    // Every rank leaves its report in the store; rank 0 puts them together.
+    store_->set(report_key(worker_.rank), encode(summarize_rank(mine), worker_.group_rank));
+    if (worker_.rank != 0) return mine;
+    std::vector<DdpRankSummary> ranks;
+    std::vector<bool> same_node;
+    for (int r = 0; r < worker_.world_size; ++r) {
+      int node = 0;
+      ranks.push_back(decode(store_->get(report_key(r)), node, r));
+      same_node.push_back(node == worker_.group_rank);
+    }
+    return combine_ddp_ranks(std::move(mine), ranks, same_node, now_s() - t0_);
+  });
+}
+
+}  // namespace furnace
