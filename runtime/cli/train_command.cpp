@@ -498,6 +498,11 @@ void run(const TrainOptions& o) {
     nlohmann::json j = to_json(r);
     j["modelled_samples_per_s"] = modelled_samples_per_s(r, sc);
     if (one_gpu) j[r.ddp ? "ddp" : "dp"]["one_gpu_modelled_samples_per_s"] = *one_gpu;
+    if (worker)
+      j["ddp"]["launcher"] = {{"by", worker->launcher}, {"rank", worker->rank}, {"world", worker->world_size},
+                              {"nodes", worker->world_size / worker->local_world_size},
+                              {"store", worker->master_addr + ":" + std::to_string(worker->master_port)},
+                              {"backend", "gloo"}};
     if (r.batch_loading_s > 0)
       j["loading"] = {{"model", sc.loading}, {"batch_loading_s", r.batch_loading_s}, {"data_wait_s", r.data_wait_s}};
     if (sc.clip_grad_norm)

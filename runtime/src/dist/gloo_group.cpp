@@ -114,7 +114,7 @@ class GlooProcessGroup final : public GlooGroup {
   }
 
   void all_reduce_max(std::vector<double>& values) override {
-    guarded("a control all_reduce", [&] {
+    guarded("a control all_reduce (the check before each step that no rank was asked to stop)", [&] {
       gloo::AllreduceOptions opts(context_);
       opts.setOutput(values.data(), values.size());
       opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::max<double>));

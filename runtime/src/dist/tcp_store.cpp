@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "furnace/error.h"
+#include "furnace/stop_signals.h"  // defines: stop_signal, stop_signal_name
 
 namespace furnace {
 namespace {
@@ -48,6 +49,15 @@ void resolve(const std::string& addr, int port, bool passive, AddrInfo& out) {
   const int rc = getaddrinfo(addr.c_str(), std::to_string(port).c_str(), &hints, &out.list);
   FURNACE_CHECK(rc == 0) << "the rendezvous store's address " << where(addr, port) << " (MASTER_ADDR:MASTER_PORT): "
                          << gai_strerror(rc);
+}
+
+// A rank waiting for the others gives up at once when asked to stop (Ctrl-C, or the launcher's
+// SIGTERM after another rank failed): there is no step to finish yet.
+constexpr int kStopPollMs = 100;
+void check_not_stopped(const std::string& addr, int port) {
+  const int sig = stop_signal();
+  FURNACE_CHECK(sig == 0) << "stopped by " << stop_signal_name(sig) << " while waiting for the other ranks at the "
+                          << "rendezvous store " << where(addr, port);
 }
 
 void put_u32(std::vector<char>& b, uint32_t v) { b.insert(b.end(), reinterpret_cast<char*>(&v), reinterpret_cast<char*>(&v) + 4); }
@@ -259,7 +269,7 @@ TcpStore::TcpStore(std::string addr, int port, bool host, std::chrono::milliseco
       if (rc < 0 && errno == EINPROGRESS) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
         pollfd p{fd, POLLOUT, 0};
-        rc = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(1, left.count())));
+        rc = ::poll(&p, 1, static_cast<int>(std::clamp<int64_t>(left.count(), 1, kStopPollMs)));
         int err = 0;
         socklen_t len = sizeof err;
         if (rc == 1) ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
@@ -277,6 +287,7 @@ TcpStore::TcpStore(std::string addr, int port, bool host, std::chrono::milliseco
       }
     }
     if (fd_ >= 0) break;
+    check_not_stopped(addr_, port_);
     FURNACE_CHECK(Clock::now() < deadline)
         << "cannot reach the rendezvous store at " << where(addr_, port_) << " (MASTER_ADDR:MASTER_PORT) within "
         << timeout_.count() / 1000.0 << " s: " << last
@@ -310,8 +321,16 @@ std::vector<char> TcpStore::call(char op, const std::string& key, const std::vec
     while (in.size() < n) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       pollfd p{fd_, POLLIN, 0};
-      const int rc = left > 0 ? ::poll(&p, 1, static_cast<int>(left)) : 0;
+      const int rc = left > 0 ? ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, kStopPollMs))) : 0;
       if (rc < 0 && errno == EINTR) continue;
+      if (rc == 0 && left > kStopPollMs) {
+        if (stop_signal() != 0) {
+          ::close(fd_);
+          fd_ = -1;
+          check_not_stopped(addr_, port_);
+        }
+        continue;
+      }
       if (rc == 0)
         broken("waited " + std::to_string(timeout.count()) + " ms for key '" + key +
                "' (a rank that never arrived?)");
