@@ -13,6 +13,8 @@ median of the pairs is reported, since these machines are shared and noisy:
   ddp-k     furnace train --parallel ddp --nproc k on workstation-4x3090 (k ranks, each a thread
             with batch 256 / k) / the same on one GPU (issue 17: the simulator's own wall-clock
             cost of DDP)
+  gloo-k    furnace launch --nproc-per-node k -- furnace train --parallel ddp (k processes, Gloo
+            between them) / ddp-k (the same ranks as threads of one process) (issue 18)
 Besides samples/s (each side's own loop timing), each side's CPU seconds in its training loop
 (user + sys, all threads; for furnace the process's less that of the same command stopped after
 one step) are printed, which the load of other processes disturbs less, and the load average
@@ -21,7 +23,7 @@ before and after. The last row is OpenBLAS's sgemm rate at the step's shapes
 Ends with one JSON line. Needs /usr/bin/python3 with torch (Debian's python3-torch).
 
 Usage: /usr/bin/python3 bench/train_command_bench.py [--build build/cpu-release] [--pairs 3]
-       [--epochs 1] [--steps N] [--torch-threads best|omp|blas] [--rows fp32,bf16,fp16,dp2,dp4,dp8,ddp2,ddp4]
+       [--epochs 1] [--steps N] [--torch-threads best|omp|blas] [--rows fp32,bf16,fp16,dp2,dp4,dp8,ddp2,ddp4,gloo2,gloo4]
        [--no-sgemm]
 """
 import argparse
@@ -53,19 +55,23 @@ def samples(args):
     return min(TRAIN_SET * args.epochs, args.steps * BATCH) if args.steps else TRAIN_SET * args.epochs
 
 
-def furnace(args, extra, steps=None):
+def furnace(args, extra, steps=None, launch=None):
     """(samples/s, the training loop's CPU seconds): the process's CPU time less that of the same
-    command stopped after one step (loading and normalising the data, building the model)."""
+    command stopped after one step (loading and normalising the data, building the model). With
+    `launch` (processes per node) the command runs under `furnace launch` and the CPU time is
+    every rank's (launch reaps them); rank 0's JSON is the run's."""
     steps = steps or args.steps
-    cmd = [args.furnace, "train", "--epochs", str(args.epochs), "--lr", "0.05", "--lr-schedule",
+    prefix = [args.furnace, "launch", "--nproc-per-node", str(launch), "--master-port", "0", "--no-prefix",
+              "--"] if launch else []
+    cmd = prefix + [args.furnace, "train", "--epochs", str(args.epochs), "--lr", "0.05", "--lr-schedule",
            "constant", "--no-eval", "--quiet", "--json"] + (["--steps", str(steps)] if steps else []) + extra
     out, cpu = run(cmd)
     r = json.loads(out.strip().splitlines()[-1])
     if steps == 1:
         return r["samples_per_s"], cpu
-    key = " ".join(extra)
+    key = f"launch {launch} " * bool(launch) + " ".join(extra)
     if key not in STARTUP_CPU:
-        STARTUP_CPU[key] = furnace(args, extra, steps=1)[1]
+        STARTUP_CPU[key] = furnace(args, extra, steps=1, launch=launch)[1]
     loop_steps = steps or -(-TRAIN_SET * args.epochs // BATCH)
     return r["samples_per_s"], max(cpu - STARTUP_CPU[key], 1e-3) * loop_steps / (loop_steps - 1)
 
@@ -135,6 +141,12 @@ def main():
             res = pairs(args.pairs, lambda: furnace(args, amp),
                         lambda: pytorch(args, "off" if row == "fp32" else "bf16"), row)
             other = "PyTorch " + ("fp32" if row == "fp32" else "bf16 autocast")
+        elif row.startswith("gloo"):
+            k = int(row[4:])
+            ddp = ["--topology", "workstation-4x3090", "--parallel", "ddp"]
+            res = pairs(args.pairs, lambda: furnace(args, ddp, launch=k),
+                        lambda: furnace(args, ddp + ["--nproc", str(k)]), row)
+            other = f"furnace, {k} ranks as threads"
         elif row.startswith("ddp"):
             k = int(row[3:])
             station = ["--topology", "workstation-4x3090"]

@@ -202,7 +202,7 @@ TEST_F(CliLaunchDdp, MoreProcessesThanGpusNamesTheRankThatFailed) {
                            " --steps 2 --dist-timeout 20");
   EXPECT_NE(r.status, 0);
   EXPECT_FALSE(r.crashed()) << r.err;
-  EXPECT_THAT(r.out + r.err, HasSubstr("rank 1: rank 1 calls torch.cuda.set_device(1)"));
+  EXPECT_THAT(r.out + r.err, HasSubstr("rank 1: torch.cuda.set_device(1) (its LOCAL_RANK): the process sees 1 GPU"));
   EXPECT_THAT(r.out + r.err, HasSubstr("invalid device ordinal"));
 }
 

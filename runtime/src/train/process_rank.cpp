@@ -53,10 +53,10 @@ void check_launched_rank(const Scenario& sc, const Topology& topology, const Wor
       << w.world_size << " processes; drop --nproc (the launcher's --nproc-per-node sets it)";
   const Visibility v = resolve_visibility(topology.gpus, sc.env);
   FURNACE_CHECK(w.local_rank < v.count())
-      << "rank " << w.rank << " calls torch.cuda.set_device(" << w.local_rank << ") (its LOCAL_RANK), but its process "
-      << "sees " << v.count() << " GPU" << (v.count() == 1 ? "" : "s") << " of '" << topology.name << "' ("
-      << describe_cuda_environment(sc.env) << "): CUDA error: invalid device ordinal; launch at most " << v.count()
-      << " processes per node";
+      << "torch.cuda.set_device(" << w.local_rank << ") (its LOCAL_RANK): the process sees " << v.count() << " GPU"
+      << (v.count() == 1 ? "" : "s") << " of '" << topology.name << "' (" << describe_cuda_environment(sc.env)
+      << "): CUDA error: invalid device ordinal; launch at most " << v.count() << " process"
+      << (v.count() == 1 ? "" : "es") << " per node";
   check_ddp_batch(sc, w.world_size);
 }
 
