@@ -292,9 +292,13 @@ TEST(GlooGroup, OnTheSimulatorTheClockWaitsForTheLastRankThenRunsTheRing) {
   }
 }
 
-TEST(GlooGroup, BetweenNodesTheNetworkRingIsModelled) {
-  // 100 Gb/s and 5 us per hop: 8 ranks all-reducing 100 MB move 2 * 7/8 of it.
+TEST(GlooGroup, BetweenNodesTheNetworkRingOrTreeIsModelled) {
+  // 100 Gb/s and 5 us per hop: 8 ranks all-reducing 100 MB move 2 * 7/8 of it around the ring.
   EXPECT_DOUBLE_EQ(model_network_all_reduce_seconds(8, 100e6), 2.0 * 7.0 / 8.0 * 100e6 / 12.5e9 + 14 * 5e-6);
+  EXPECT_STREQ(model_network_all_reduce(8, 100e6).algorithm, "ring");
+  // Small messages over many nodes: the tree's 2 log2(64) = 12 hops beat the ring's 126.
+  EXPECT_STREQ(model_network_all_reduce(64, 4096).algorithm, "tree");
+  EXPECT_DOUBLE_EQ(model_network_all_reduce(64, 4096).seconds, 2.0 * 4096 / 12.5e9 + 12 * 5e-6);
   EXPECT_DOUBLE_EQ(model_network_broadcast_seconds(4, 1e6), 1e6 / 12.5e9 + 3 * 5e-6);
   EXPECT_EQ(model_network_all_reduce_seconds(1, 1e6), 0.0);
 }

@@ -55,11 +55,18 @@ class GlooGroup : public ProcessGroup {
 // cannot listen on the address.
 std::unique_ptr<GlooGroup> make_gloo_group(TcpStore& store, int rank, int size, GlooGroupOptions options = {});
 
-// The modelled time of a collective of `bytes` among `ranks` ranks on different nodes: the ring
-// over the network, 2(n-1)/n x bytes for an all-reduce (bytes for a broadcast, pipelined along
-// the ring) at the network's bandwidth, plus a hop latency per step. The network is not in
-// the topology files; this assumes 100 Gb/s per node (InfiniBand HDR100 or 100 GbE: 12.5 GB/s)
-// and 5 us per hop, and that it, not the GPUs' links inside a node, is the ring's slowest link.
+// The modelled time of a collective of `bytes` among `ranks` ranks on different nodes, over the
+// network: an all-reduce is NCCL's ring (2(n-1)/n x bytes at the network's bandwidth plus a hop
+// latency for each of its 2(n-1) steps) or its double binary tree (about 2 x bytes, but 2 log2(n)
+// hops), whichever is faster, as NCCL's tuner picks; a broadcast is the pipelined ring (bytes plus
+// n-1 hops). The network is not in the topology files; this assumes 100 Gb/s per node
+// (InfiniBand HDR100 or 100 GbE: 12.5 GB/s) and 5 us per hop, and that it, not the GPUs' links
+// inside a node, is the slowest link.
+struct NetworkAllReduce {
+  double seconds = 0;
+  const char* algorithm = "ring";  // "ring", "tree" ("none" for one rank)
+};
+NetworkAllReduce model_network_all_reduce(int ranks, double bytes);
 double model_network_all_reduce_seconds(int ranks, double bytes);
 double model_network_broadcast_seconds(int ranks, double bytes);
 
