@@ -1,6 +1,7 @@
 // DDP across processes as a user runs it: `furnace launch --nproc-per-node N -- furnace train
 // --parallel ddp` (Gloo between the processes) gives the weights of the in-process simulated DDP
-// for N = 2 and 4, and so do two "nodes" on this host (two launches, node ranks 0 and 1); only
+// for N = 2 and 4, and so do two "nodes" on this host (two launches, node ranks 0 and 1); a launch
+// stopped and launched again with --resume ends with the straight launch's bits; only
 // rank 0 speaks; a worker killed mid-run ends the others within seconds (not the timeout) with
 // each one's last words, and rank 0's last checkpoint stays loadable; a store address nobody
 // listens on is one line after --dist-timeout; Open MPI's variables name the rank; a launch with
