@@ -592,7 +592,11 @@ void add_train_command(CLI::App& app) {
                   "save the whole training state to this file (atomically) at the end of the run");
   cmd->add_option("--save-every", opts->save_every, "also save the checkpoint every N optimizer steps");
   cmd->add_option("--resume", opts->resume,
-                  "continue the run saved in this checkpoint (its scenario; saving goes on to the same file)");
+                  "continue the run saved in this checkpoint (its scenario; saving goes on to the same file). "
+                  "A --parallel ddp checkpoint resumes on every rank with its --nproc (bit for bit); another "
+                  "--nproc with the same global batch is accepted at an epoch boundary, or inside an epoch when "
+                  "DistributedSampler pads both to the same ceil(N/world)*world (the same samples per step, equal "
+                  "up to fp32 rounding); one GPU <-> ddp only at an epoch boundary; anything else is refused");
   cmd->add_option("--stop-at-step", opts->stop_at_step,
                   "end after this optimizer step, saving the checkpoint, as a job's time limit would");
   cmd->add_flag("--strict-keys", opts->strict_keys,

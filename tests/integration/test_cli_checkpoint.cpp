@@ -82,6 +82,21 @@ TEST_F(CliCheckpoint, DataParallelFp16WithWorkersResumesMidEpochBitForBit) {
   expect_same_weights(read_checkpoint(path("straight.ckpt")), read_checkpoint(path("run.ckpt")));
 }
 
+TEST_F(CliCheckpoint, DdpResumesWithItsWorldSizeBitForBitAndRefusesAnotherPaddingMidEpoch) {
+  // Global batch 120: 17 steps per epoch; 2,000 images pad to 2,000 for 2 ranks and 2,001 for 3.
+  const std::string ddp = "train --quiet --data " + slice() + " --batch 120 --hidden 32 --seed 3 --epochs 1 "
+                          "--no-eval --topology dgx-h100 --parallel ddp --nproc 2";
+  ok(ddp + " --checkpoint " + path("straight.ckpt"));
+  ok(ddp + " --checkpoint " + path("run.ckpt") + " --stop-at-step 5");
+  expect_one_line_error("train --resume " + path("run.ckpt") + " --nproc 3",
+                        "DistributedSampler pads each epoch's order to ceil(N / world) * world samples, 2000 for 2 "
+                        "ranks and 2001 for 3");
+  // --resume keeps the saved --nproc.
+  const CliRun r = ok("train --resume " + path("run.ckpt"));
+  EXPECT_NE(r.out.find("resumed from " + path("run.ckpt") + ": optimizer step 5 of 17"), std::string::npos) << r.out;
+  expect_same_weights(read_checkpoint(path("straight.ckpt")), read_checkpoint(path("run.ckpt")));
+}
+
 TEST_F(CliCheckpoint, TheModulePrefixIsShownAndExplained) {
   const std::string ck = trained("dp.ckpt", "--topology workstation-4x3090 --parallel dp --steps 3");
   const CliRun r = ok("train --resume " + ck + " --parallel none --checkpoint " + path("single.ckpt"));

@@ -1,6 +1,7 @@
 // DDP across processes as a user runs it: `furnace launch --nproc-per-node N -- furnace train
 // --parallel ddp` (Gloo between the processes) gives the weights of the in-process simulated DDP
-// for N = 2 and 4, and so do two "nodes" on this host (two launches, node ranks 0 and 1); only
+// for N = 2 and 4, and so do two "nodes" on this host (two launches, node ranks 0 and 1); a launch
+// stopped and launched again with --resume ends with the straight launch's bits; only
 // rank 0 speaks; a worker killed mid-run ends the others within seconds (not the timeout) with
 // each one's last words, and rank 0's last checkpoint stays loadable; a store address nobody
 // listens on is one line after --dist-timeout; Open MPI's variables name the rank; a launch with
@@ -66,6 +67,20 @@ class CliLaunchDdp : public furnace::cli_test::CliHarness {
 // Gloo's ring adds the ranks' gradients in another order than the threads' rank order: the
 // weights agree within fp32 reassociation (8 SGD steps of lr 0.1 on weights of size ~0.05).
 constexpr double kTolerance = 1e-5;
+
+// Each process resumes from rank 0's checkpoint (the per-rank TrainingRun restores it): a launch
+// stopped at step 4 and launched again with --resume ends with the uninterrupted launch's bits.
+TEST_F(CliLaunchDdp, EveryProcessResumesFromRankZerosCheckpoint) {
+  const CliRun straight = launched("--nproc-per-node 2 --master-port 0", "straight.ckpt");
+  ASSERT_EQ(straight.status, 0) << straight.out << straight.err;
+  const CliRun first = launched("--nproc-per-node 2 --master-port 0", "run.ckpt", "--stop-at-step 4");
+  ASSERT_EQ(first.status, 0) << first.out << first.err;
+  const CliRun second = furnace("launch --nproc-per-node 2 --master-port 0 -- " + std::string(FURNACE_CLI) +
+                                " train --json --resume " + (dir_ / "run.ckpt").string());
+  ASSERT_EQ(second.status, 0) << second.out << second.err;
+  EXPECT_EQ(rank0_json(second)["checkpoint"]["resumed_from_step"], 4);
+  EXPECT_EQ(max_weight_difference("straight.ckpt", "run.ckpt"), 0.0);
+}
 
 TEST_F(CliLaunchDdp, ProcessesTrainTheWeightsOfInProcessDdp) {
   for (int n : {2, 4}) {

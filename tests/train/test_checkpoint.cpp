@@ -177,6 +177,44 @@ TEST(CheckpointFormat, MetadataProblemsNameTheField) {
   EXPECT_NE(error_for(c).find("one mean loss per finished epoch (1)"), std::string::npos);
 }
 
+// A DDP checkpoint (rank 0's) keeps how the ranks shared the data; the fields are checked.
+TEST(CheckpointFormat, DdpSharingRoundTripsAndIsChecked) {
+  Checkpoint c = small_checkpoint(true);
+  c.saved_by = "DistributedDataParallel";
+  c.scenario.parallel = "ddp";
+  c.scenario.nproc = 2;
+  c.scenario.sampler_set_epoch = false;
+  c.ddp = DdpCheckpointInfo{2, 2, true, 5, false, false, 2000};
+  const std::vector<uint8_t> bytes = serialize_checkpoint(c);
+  const Checkpoint r = parse_checkpoint(bytes.data(), bytes.size(), "mem");
+  ASSERT_TRUE(r.ddp.has_value());
+  EXPECT_EQ(r.ddp->world, 2);
+  EXPECT_EQ(r.ddp->rank_batch, 2);
+  EXPECT_TRUE(r.ddp->shuffle);
+  EXPECT_EQ(r.ddp->seed, 5u);
+  EXPECT_FALSE(r.ddp->drop_last);
+  EXPECT_FALSE(r.ddp->set_epoch);
+  EXPECT_EQ(r.ddp->padded_size, 2000);
+  EXPECT_EQ(r.scenario.nproc, 2);
+  EXPECT_FALSE(r.scenario.sampler_set_epoch);
+  EXPECT_EQ(serialize_checkpoint(r), bytes);
+
+  Checkpoint bad = c;
+  bad.ddp->rank_batch = 3;  // 3 x 2 ranks is not the batch of 4
+  EXPECT_NE(error_of(serialize_checkpoint(bad)).find("metadata field 'ddp.rank_batch' times ddp.world must be the "
+                                                     "scenario's batch (4)"),
+            std::string::npos)
+      << error_of(serialize_checkpoint(bad));
+  bad = c;
+  bad.saved_by = "DataParallel";
+  EXPECT_NE(error_of(serialize_checkpoint(bad)).find("'ddp' belongs to a checkpoint saved by DistributedDataParallel"),
+            std::string::npos);
+  // Older files have no 'ddp' and no scenario nproc: the defaults.
+  const Checkpoint old = small_checkpoint();
+  const std::vector<uint8_t> ob = serialize_checkpoint(old);
+  EXPECT_FALSE(parse_checkpoint(ob.data(), ob.size(), "mem").ddp.has_value());
+}
+
 // AdamW's state per stepped parameter: step (a 0-dim tensor, as PyTorch 1.13's), exp_avg and
 // exp_avg_sq, all three or none; the type must be the scenario's optimizer.
 TEST(CheckpointFormat, AdamWStateRoundTripsAndIsChecked) {
@@ -408,6 +446,37 @@ TEST(ResumeScenario, WhereAndHowFastMayChangeTheNumbersMayNot) {
   }
   // Not given: the checkpoint's value, whatever the command line's default was.
   EXPECT_EQ(resume_scenario(saved, req, [](const std::string&) { return false; }).batch, 128);
+}
+
+// DDP: the saved world size unless --nproc is given; another mode drops it; --no-set-epoch must
+// agree with a DDP checkpoint.
+TEST(ResumeScenario, DdpKeepsItsWorldSizeUnlessTold) {
+  Scenario saved;
+  saved.parallel = "ddp";
+  saved.nproc = 4;
+  saved.topology = "dgx-h100";
+  Scenario req;
+  std::set<std::string> flags;
+  auto given = [&](const std::string& f) { return flags.count(f) > 0; };
+  EXPECT_EQ(resume_scenario(saved, req, given).nproc, 4);
+  req.nproc = 2;
+  flags = {"--nproc"};
+  EXPECT_EQ(resume_scenario(saved, req, given).nproc, 2);
+  req.nproc = -1;
+  req.parallel = "none";
+  flags = {"--parallel"};
+  const Scenario single = resume_scenario(saved, req, given);
+  EXPECT_EQ(single.nproc, -1);
+  EXPECT_NO_THROW(single.validate());
+  req.parallel = "ddp";
+  req.sampler_set_epoch = false;
+  flags = {"--no-set-epoch"};
+  try {
+    resume_scenario(saved, req, given);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--no-set-epoch differs from the checkpoint"), std::string::npos) << e.what();
+  }
 }
 
 // ---- host memory ------------------------------------------------------------------------------

@@ -59,7 +59,10 @@ json scenario_json(const Scenario& s) {
           {"pin_memory", s.pin_memory},
           {"loading", s.loading},
           {"track_accuracy", s.track_accuracy},
-          {"allow_tf32", s.allow_tf32}};
+          {"allow_tf32", s.allow_tf32},
+          {"nproc", s.nproc},
+          {"bucket_cap_mb", real(s.bucket_cap_mb)},
+          {"sampler_set_epoch", s.sampler_set_epoch}};
 }
 
 // Deeper nesting than a checkpoint ever has is refused before parsing.
@@ -230,6 +233,10 @@ Scenario read_scenario(const Meta& m, const json& root) {
   if (j.contains("loading")) s.loading = m.text(j, "scenario.loading");  // absent before it existed: "off"
   s.track_accuracy = m.boolean(j, "scenario.track_accuracy");
   s.allow_tf32 = m.boolean(j, "scenario.allow_tf32");
+  // Added with DDP resume (absent before: the defaults).
+  if (j.contains("nproc")) s.nproc = m.int32(j, "scenario.nproc", -1, 1 << 20);
+  if (j.contains("bucket_cap_mb")) s.bucket_cap_mb = m.real(j, "scenario.bucket_cap_mb");
+  if (j.contains("sampler_set_epoch")) s.sampler_set_epoch = m.boolean(j, "scenario.sampler_set_epoch");
   return s;
 }
 
@@ -272,7 +279,7 @@ std::string checkpoint_meta_json(const Checkpoint& ck) {
   for (float v : ck.tallies.epoch_mean_loss) epoch_means.push_back(real(v));
   const LoaderPosition& l = ck.loader;
   const RunTallies& t = ck.tallies;
-  const json j = {
+  json j = {
       {"format", "furnace checkpoint"},
       {"scenario", scenario_json(ck.scenario)},
       {"step", ck.step},
@@ -288,6 +295,14 @@ std::string checkpoint_meta_json(const Checkpoint& ck) {
        {{"train_samples", t.train_samples}, {"skipped_steps", t.skipped_steps},
         {"steps_in_epoch", t.steps_in_epoch}, {"epoch_loss_sum", real(t.epoch_loss_sum)},
         {"last_loss", real(t.last_loss)}, {"epoch_mean_loss", epoch_means}}}};
+  if (ck.ddp) {
+    const DdpCheckpointInfo& d = *ck.ddp;
+    j["ddp"] = {{"world", d.world},
+                {"rank_batch", d.rank_batch},
+                {"sampler",
+                 {{"shuffle", d.shuffle}, {"seed", d.seed}, {"drop_last", d.drop_last}, {"set_epoch", d.set_epoch}}},
+                {"padded_size", d.padded_size}};
+  }
   return j.dump(1);
 }
 
@@ -398,6 +413,24 @@ void parse_checkpoint_meta(const std::string& text, Checkpoint& ck, const std::s
   ck.loader.dataset_size = m.integer(l, "loader.dataset_size", 1);
   ck.loader.dataset_crc = static_cast<uint32_t>(m.u64(l, "loader.dataset_crc", UINT32_MAX));
   ck.loader.order_crc = static_cast<uint32_t>(m.u64(l, "loader.order_crc", UINT32_MAX));
+
+  ck.ddp.reset();
+  if (root.contains("ddp")) {
+    if (ck.saved_by != "DistributedDataParallel") m.fail("ddp", "belongs to a checkpoint saved by DistributedDataParallel");
+    const json& d = m.object(root, "ddp");
+    DdpCheckpointInfo info;
+    info.world = m.int32(d, "ddp.world", 1, 1 << 20);
+    info.rank_batch = m.integer(d, "ddp.rank_batch", 1);
+    if (info.rank_batch * info.world != ck.scenario.batch)
+      m.fail("ddp.rank_batch", "times ddp.world must be the scenario's batch (" + std::to_string(ck.scenario.batch) + ")");
+    const json& so = m.object(d, "ddp.sampler");
+    info.shuffle = m.boolean(so, "ddp.sampler.shuffle");
+    info.seed = m.u64(so, "ddp.sampler.seed");
+    info.drop_last = m.boolean(so, "ddp.sampler.drop_last");
+    info.set_epoch = m.boolean(so, "ddp.sampler.set_epoch");
+    info.padded_size = m.integer(d, "ddp.padded_size", 0);
+    ck.ddp = info;
+  }
 
   const json& t = m.object(root, "tallies");
   ck.tallies.train_samples = m.integer(t, "tallies.train_samples", 0);

@@ -70,6 +70,21 @@ void check_ddp_batch(const Scenario& sc, int world) {
       << sc.batch / world * world << " or " << (sc.batch / world + 1) * world << ")";
 }
 
+CheckpointOptions rank_checkpoint_options(const CheckpointOptions& job, int rank) {
+  CheckpointOptions ck;
+  if (rank == 0) {
+    ck.path = job.path;
+    ck.save_every = job.save_every;
+    ck.on_note = job.on_note;
+  }
+  ck.stop_at_step = job.stop_at_step;
+  // Every rank resumes from the same checkpoint (rank 0's): TrainingRun checks and restores it.
+  ck.resume = job.resume;
+  ck.resume_path = job.resume_path;
+  ck.strict_keys = job.strict_keys;
+  return ck;
+}
+
 void check_ddp_device(const Scenario& sc) {
   FURNACE_CHECK(sc.device == 0) << "--device does not apply to --parallel ddp: rank r trains on cuda:r "
                                    "(its LOCAL_RANK), as torch.cuda.set_device(local_rank) does";
@@ -79,11 +94,8 @@ DdpRanks::DdpRanks(const Scenario& sc, TraceBus& trace, const CheckpointOptions&
     : sc_(sc), trace_(trace), stop_requested_(checkpoints.stop_requested) {
   const Topology topology = load_topology(sc.topology);
   world_ = ddp_world_size(sc, topology);
-  FURNACE_CHECK(checkpoints.resume == nullptr)
-      << "--resume of a --parallel ddp run is not supported yet: its checkpoint holds rank 0's model and "
-         "optimizer (keys with DDP's 'module.' prefix), and resuming needs every rank's DistributedSampler "
-         "position, which is not restored yet";
-  std::shared_ptr<const TrainingData> data = load_training_data(sc, !checkpoints.path.empty());
+  const bool keeps_state = !checkpoints.path.empty() || checkpoints.resume;
+  std::shared_ptr<const TrainingData> data = load_training_data(sc, keeps_state);
 
   // Host memory: every rank's simulated GPU holds its model, gradients, buckets (as large as the
   // gradients, as DataParallel's replicas are as large as the parameters) and its share of the
@@ -101,7 +113,7 @@ DdpRanks::DdpRanks(const Scenario& sc, TraceBus& trace, const CheckpointOptions&
       const GpuSpec& g = topology.gpus[static_cast<size_t>(visible.devices[static_cast<size_t>(r)].physical_index)];
       devices.emplace_back(r, g.memory_bytes - std::min(g.memory_bytes, g.context_bytes));
     }
-    check_host_memory(estimate_host_memory(as_dp, sizes, devices, host_memory_resident(), !checkpoints.path.empty()),
+    check_host_memory(estimate_host_memory(as_dp, sizes, devices, host_memory_resident(), keeps_state),
                       host_memory_budget(world_ + sc.workers * world_));
   }
 
@@ -131,13 +143,7 @@ DdpRanks::DdpRanks(const Scenario& sc, TraceBus& trace, const CheckpointOptions&
     Scenario mine = sc;
     mine.device = r;  // torch.cuda.set_device(LOCAL_RANK)
     mine.evaluate = sc.evaluate && r == 0;
-    CheckpointOptions ck;
-    if (r == 0) {
-      ck.path = checkpoints.path;
-      ck.save_every = checkpoints.save_every;
-      ck.on_note = checkpoints.on_note;
-    }
-    ck.stop_at_step = checkpoints.stop_at_step;
+    CheckpointOptions ck = rank_checkpoint_options(checkpoints, r);
     ck.stop_requested = [this] { return stop_signal_; };
     runs_[static_cast<size_t>(r)] = std::make_unique<TrainingRun>(mine, *buses_[static_cast<size_t>(r)], ck,
                                                                    setups_[static_cast<size_t>(r)]);

@@ -40,6 +40,9 @@ void check_ddp_batch(const Scenario& sc, int world);
 // The backend is the simulator (the ranks' collectives are the thread group's or Gloo's); throws
 // one line.
 void check_ddp_backend(const Scenario& sc);
+// Rank `rank`'s share of the job's checkpoint options: rank 0 alone saves (and reports notes);
+// every rank stops at the same step and resumes from the same checkpoint (any launcher of ranks).
+CheckpointOptions rank_checkpoint_options(const CheckpointOptions& job, int rank);
 // --device is not set: each rank's LOCAL_RANK picks its device; throws one line.
 void check_ddp_device(const Scenario& sc);
 

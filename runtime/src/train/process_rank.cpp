@@ -118,11 +118,7 @@ ProcessRank::ProcessRank(const Scenario& sc, TraceBus& trace, const CheckpointOp
     const WorkerEnv& w = worker_;
     const Topology topology = load_topology(sc.topology);
     check_launched_rank(sc, topology, w);
-    FURNACE_CHECK(checkpoints.resume == nullptr)
-        << "--resume of a --parallel ddp run is not supported yet: its checkpoint holds rank 0's model and "
-           "optimizer (keys with DDP's 'module.' prefix), and resuming needs every rank's DistributedSampler "
-           "position, which is not restored yet";
-    const bool saving = w.rank == 0 && !checkpoints.path.empty();
+    const bool saving = (w.rank == 0 && !checkpoints.path.empty()) || checkpoints.resume;
     std::shared_ptr<const TrainingData> data = load_training_data(sc, saving);
 
     // This process holds one simulated GPU: its model, gradients, buckets (as large as the
@@ -163,13 +159,7 @@ ProcessRank::ProcessRank(const Scenario& sc, TraceBus& trace, const CheckpointOp
     Scenario mine = sc;
     mine.device = w.local_rank;  // torch.cuda.set_device(LOCAL_RANK)
     mine.evaluate = sc.evaluate && w.rank == 0;
-    CheckpointOptions ck;
-    if (w.rank == 0) {
-      ck.path = checkpoints.path;
-      ck.save_every = checkpoints.save_every;
-      ck.on_note = checkpoints.on_note;
-    }
-    ck.stop_at_step = checkpoints.stop_at_step;
+    CheckpointOptions ck = rank_checkpoint_options(checkpoints, w.rank);
     ck.stop_requested = [this] { return stop_signal_; };
     run_ = std::make_unique<TrainingRun>(mine, trace, ck, setup_);
   });

@@ -26,11 +26,16 @@ Scenario resume_scenario(const Scenario& saved, const Scenario& req,
   if (given("--topology")) s.topology = req.topology;
   if (given("--backend")) s.backend = req.backend;
   if (given("--device")) s.device = req.device;
-  if (given("--parallel")) {  // a new mode starts from its own device_ids / output_device
+  if (given("--parallel")) {  // a new mode starts from its own device_ids / output_device / ranks
     s.parallel = req.parallel;
     s.device_ids = req.device_ids;
     s.output_device = req.output_device;
+    s.nproc = req.nproc;
   }
+  // DDP: the saved run's world size (its nproc) unless --nproc says otherwise; the trainer checks
+  // what a new world size can restore (training_run.cpp, resume_from).
+  if (given("--nproc")) s.nproc = req.nproc;
+  if (given("--bucket-cap-mb")) s.bucket_cap_mb = req.bucket_cap_mb;
   if (given("--device-ids")) s.device_ids = req.device_ids;
   if (given("--output-device")) s.output_device = req.output_device;
   if (given("--workers")) s.workers = req.workers;
@@ -73,6 +78,11 @@ Scenario resume_scenario(const Scenario& saved, const Scenario& req,
   FURNACE_CHECK(!given("--accum-no-divide") || !saved.accum_divide)
       << "--accum-no-divide differs from the checkpoint, which divides the loss by --accum: --resume "
          "continues the saved run (leave --accum-no-divide out)";
+  // Whether the loop calls sampler.set_epoch(epoch) decides the order of a DDP run's samples.
+  FURNACE_CHECK(!given("--no-set-epoch") || !saved.sampler_set_epoch || saved.parallel != "ddp")
+      << "--no-set-epoch differs from the checkpoint, whose loop called sampler.set_epoch(epoch): --resume "
+         "continues the saved run (leave --no-set-epoch out)";
+  if (given("--no-set-epoch")) s.sampler_set_epoch = req.sampler_set_epoch;
   return s;
 }
 

@@ -12,8 +12,6 @@
 #include <cstdio>
 #include <filesystem>
 
-#include <zlib.h>
-
 #include "furnace/amp.h"
 #include "furnace/atomic_file.h"  // defines: FileLock
 #include "furnace/checkpoint.h"   // defines: Checkpoint, save_checkpoint
@@ -34,6 +32,7 @@
 #include "train/training_data.h"   // defines: TrainingData, load_training_data
 #include "train/loading_timeline.h"  // defines: LoadingTimeline
 #include "train/training_state.h"  // defines: capture_model, load_model_and_optimizer
+#include "train/ddp_resume.h"      // defines: check_resume_order, ddp_checkpoint_info
 
 namespace furnace {
 namespace {
@@ -41,14 +40,7 @@ namespace {
 constexpr int kClasses = 10;
 
 // CRC32 of the epoch's sample order (int64 indices): the shuffle's outcome, compared on resume.
-uint32_t order_checksum(const DataLoader& loader) {
-  const std::vector<int64_t> order = loader.epoch_order();
-  std::vector<uint8_t> bytes;
-  bytes.reserve(order.size() * 8);
-  for (int64_t i : order)
-    for (int b = 0; b < 8; ++b) bytes.push_back(static_cast<uint8_t>(static_cast<uint64_t>(i) >> (8 * b)));
-  return static_cast<uint32_t>(::crc32(::crc32(0L, Z_NULL, 0), bytes.data(), static_cast<uInt>(bytes.size())));
-}
+uint32_t order_checksum(const DataLoader& loader) { return indices_checksum(loader.epoch_order()); }
 
 std::string hex32(uint32_t v) {
   char buf[16];
@@ -188,6 +180,7 @@ struct TrainingRun::State {
     if (ckpt.on_note) ckpt.on_note(line);
   }
   void resume_from(const Checkpoint& c);
+  uint32_t order_crc(int64_t of_epoch) const;
   float single_micro_step(float dloss, double* accuracy, bool sync);
   void close_epoch();
   DdpReport ddp_report(int64_t steps) const;
@@ -212,8 +205,15 @@ void TrainingRun::State::wait_for_batch() {
   r.data_wait_s += waited;
 }
 
-// Checks that `c` belongs to this run (schedule, position, data, shuffle), then loads the model,
-// the optimizer, the scaler and the loop's tallies from it.
+// The checkpoint's order_crc for this run at `of_epoch`: the DataLoader's order, or under DDP the
+// sampler's whole order (the same on every rank and world size; train/ddp_resume.h).
+uint32_t TrainingRun::State::order_crc(int64_t of_epoch) const {
+  return rank ? sampler_order_checksum(sc, data->train.n, of_epoch) : order_checksum(*loader);
+}
+
+// Checks that `c` belongs to this run (schedule, position, data, shuffle; under DDP, or across
+// modes, what train/ddp_resume.h allows), then loads the model, the optimizer, the scaler and the
+// loop's tallies from it. Under DDP every rank does this from the same checkpoint (rank 0's).
 void TrainingRun::State::resume_from(const Checkpoint& c) {
   const std::string& path = ckpt.resume_path;
   FURNACE_CHECK(sc.lr_schedule_mode() != LrSchedule::cosine || c.total_steps == total)
@@ -231,8 +231,12 @@ void TrainingRun::State::resume_from(const Checkpoint& c) {
   FURNACE_CHECK(c.loader.next_batch <= micro_per_epoch)
       << "checkpoint " << path << ": loader position " << c.loader.next_batch
       << " is past the end of an epoch of " << micro_per_epoch << " batches";
+  const std::optional<DdpCheckpointInfo> sharing =
+      rank ? std::optional<DdpCheckpointInfo>(ddp_checkpoint_info(sc, data->train.n, rank->world)) : std::nullopt;
+  const ResumeOrder order = check_resume_order(c, sharing, micro_per_epoch, per_epoch, path);
   std::vector<std::string> notes;
-  load_model_and_optimizer(*rt, *model, *optimizer, c, dp != nullptr, ckpt.strict_keys, path, notes);
+  load_model_and_optimizer(*rt, *model, *optimizer, c, dp ? "DataParallel" : ddp ? "DistributedDataParallel" : "",
+                           ckpt.strict_keys, path, notes);
   if (scaler->is_enabled()) {
     try {
       scaler->load_state_dict(c.scaler);
@@ -244,12 +248,13 @@ void TrainingRun::State::resume_from(const Checkpoint& c) {
   resume_batch = c.loader.next_batch;
   loader->start_epoch(first_epoch, resume_batch);
   // The shuffle is a function of (seed, epoch): the same order proves the same RNG state.
-  FURNACE_CHECK(order_checksum(*loader) == c.loader.order_crc)
+  FURNACE_CHECK(!order.compare_order || order_crc(first_epoch) == c.loader.order_crc)
       << "checkpoint " << path << ": epoch " << first_epoch << "'s sample order differs from the saved "
-      << "run's (CRC32 " << hex32(order_checksum(*loader)) << " vs " << hex32(c.loader.order_crc) << ")";
+      << "run's (CRC32 " << hex32(order_crc(first_epoch)) << " vs " << hex32(c.loader.order_crc) << ")";
   const RunTallies& t = c.tallies;
   r.steps = c.step;
-  r.train_samples = t.train_samples;
+  // A DDP rank counts its own samples: the same count on every rank.
+  r.train_samples = t.train_samples * order.samples_per_rank_num / order.samples_per_rank_den;
   r.skipped_steps = t.skipped_steps;
   r.final_loss = t.last_loss;
   r.epoch_mean_loss = t.epoch_mean_loss;
@@ -265,6 +270,7 @@ void TrainingRun::State::resume_from(const Checkpoint& c) {
                                                    : "a single-device run") +
        (scaler->is_enabled() ? ", GradScaler scale " + std::to_string(scaler->get_scale()) : std::string()));
   for (const std::string& line : notes) note(line);
+  for (const std::string& line : order.notes) note(line);
 }
 
 // One micro-step on a single device, or on this rank's under DDP (whose backward all-reduces
@@ -594,7 +600,11 @@ void TrainingRun::save() {
   c.optimizer_steps = s.optimizer->step_count();
   c.scaler = s.scaler->state_dict();
   // The epoch the loop is in (after the last one: one past it, with the loader at its end).
-  c.loader = {s.epoch, s.loader->position(), s.sc.seed, s.data->train.n, s.data->crc, order_checksum(*s.loader)};
+  c.loader = {s.epoch, s.loader->position(), s.sc.seed, s.data->train.n, s.data->crc, s.order_crc(s.epoch)};
+  if (s.rank) {  // rank 0 writes for every rank: how they shared the data (train/ddp_resume.h)
+    c.ddp = ddp_checkpoint_info(s.sc, s.data->train.n, s.rank->world);
+    c.scenario.nproc = s.rank->world;  // --resume keeps the world size unless --nproc says otherwise
+  }
   c.tallies = {r.train_samples, r.skipped_steps, s.in_epoch, s.loss_sum, r.final_loss, r.epoch_mean_loss};
   r.checkpoint_bytes = save_checkpoint(c, s.ckpt.path);
   ++r.checkpoints_saved;

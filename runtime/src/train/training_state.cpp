@@ -49,8 +49,9 @@ std::vector<StateTensor> capture_optimizer_state(Runtime& rt, const Optimizer& o
 }
 
 void load_model_and_optimizer(Runtime& rt, MLP& model, Optimizer& optimizer, const Checkpoint& ck,
-                              bool data_parallel, bool strict_keys, const std::string& path,
+                              const std::string& wrapper, bool strict_keys, const std::string& path,
                               std::vector<std::string>& notes) {
+  const bool data_parallel = !wrapper.empty();
   std::vector<Parameter> params = model.parameters();
   std::vector<std::string> model_keys, saved_keys;
   for (const Parameter& p : params) model_keys.push_back((data_parallel ? kPrefix : "") + p.name);
@@ -59,7 +60,7 @@ void load_model_and_optimizer(Runtime& rt, MLP& model, Optimizer& optimizer, con
     saved_keys.push_back(t.name);
     saved[t.name] = &t;
   }
-  const std::string cls = data_parallel ? "DataParallel" : "Sequential";
+  const std::string cls = data_parallel ? wrapper : "Sequential";
   const KeyMatch match = match_state_dict_keys(saved_keys, model_keys);
 
   // PyTorch compares shapes of the keys both sides share (after the fix, for Furnace's load).
@@ -92,7 +93,8 @@ void load_model_and_optimizer(Runtime& rt, MLP& model, Optimizer& optimizer, con
       << "; the checkpoint's scenario has --hidden " << hidden_text(ck.scenario.hidden) << "): "
       << load_state_dict_error(cls, match.residual_missing, match.residual_unexpected, sizes)
       << (match.fix != KeyMatch::Fix::none ? " (keys compared after fixing the \"module.\" prefix)" : "");
-  for (const std::string& line : explain_module_prefix(match, saved_keys, model_keys, cls)) notes.push_back(line);
+  for (const std::string& line : explain_module_prefix(match, saved_keys, model_keys, cls,
+                                                         ck.saved_by == "Sequential" ? "DataParallel" : ck.saved_by)) notes.push_back(line);
 
   for (size_t i = 0; i < params.size(); ++i) {
     const StateTensor& t = *saved.at(match.source_of.at(model_keys[i]));

@@ -20,12 +20,13 @@ std::vector<StateTensor> capture_model(Runtime& rt, MLP& model, bool data_parall
 std::vector<StateTensor> capture_optimizer_state(Runtime& rt, const Optimizer& optimizer);
 
 // Loads the checkpoint's model and optimizer state into `model` and `optimizer` (built for the
-// current scenario; wrapped in DataParallel when `data_parallel`). Keys follow PyTorch's
+// current scenario; `wrapper` is "" for the bare model, or "DataParallel" /
+// "DistributedDataParallel", whose state_dict keys carry "module."). Keys follow PyTorch's
 // load_state_dict: with `strict_keys` any missing or unexpected key is PyTorch's error; otherwise
 // a "module." prefix on one side only is fixed and explained (lines appended to `notes`). A key
 // set or shape that does not fit is one line: "checkpoint <path> does not fit this model (...)".
 void load_model_and_optimizer(Runtime& rt, MLP& model, Optimizer& optimizer, const Checkpoint& ck,
-                              bool data_parallel, bool strict_keys, const std::string& path,
+                              const std::string& wrapper, bool strict_keys, const std::string& path,
                               std::vector<std::string>& notes);
 
 }  // namespace furnace

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,23 @@ struct LoaderPosition {
   uint64_t seed = 0;         // DataLoader's shuffle seed
   int64_t dataset_size = 0;  // training images
   uint32_t dataset_crc = 0;  // CRC32 of the training images and labels as read from disk
-  uint32_t order_crc = 0;    // CRC32 of this epoch's sample order (int64 little-endian indices)
+  uint32_t order_crc = 0;    // CRC32 of this epoch's sample order (int64 little-endian indices);
+                             // under DDP the sampler's whole order before padding and striding
+                             // (torch.randperm(N) seeded with seed + epoch): the same for any world
+};
+
+// What a --parallel ddp checkpoint (written by rank 0) adds: how the ranks shared the data, so that
+// a resume can check it. Every rank's DataLoader had batch_size = rank_batch over
+// DistributedSampler(num_replicas=world, rank, shuffle, seed, drop_last), whose order is padded to
+// padded_size samples; `set_epoch` false: the loop never called sampler.set_epoch(epoch).
+struct DdpCheckpointInfo {
+  int world = 1;
+  int64_t rank_batch = 0;
+  bool shuffle = true;
+  uint64_t seed = 0;
+  bool drop_last = false;
+  bool set_epoch = true;
+  int64_t padded_size = 0;  // DistributedSampler's total_size: num_samples * world
 };
 
 // The run's tallies, so a resumed run reports what the uninterrupted one would have.
@@ -56,8 +73,9 @@ struct Checkpoint {
   int64_t step = 0;         // optimizer steps done
   int64_t total_steps = 0;  // the run's length: CosineAnnealingLR's T_max
   int64_t save_every = 0;   // the run's --save-every, reused by --resume
-  // Who produced the model's state_dict: "Sequential" (the bare model, keys "0.weight", ...) or
-  // "DataParallel" (keys "module.0.weight", ...), as torch.save(model.state_dict()) would.
+  // Who produced the model's state_dict: "Sequential" (the bare model, keys "0.weight", ...),
+  // "DataParallel" or "DistributedDataParallel" (rank 0; keys "module.0.weight", ...), as
+  // torch.save(model.state_dict()) would.
   std::string saved_by = "Sequential";
   std::vector<StateTensor> model;
   // torch.optim's class name: "SGD" or "AdamW" (the scenario's optimizer).
@@ -70,8 +88,9 @@ struct Checkpoint {
   std::vector<StateTensor> optimizer_state;
   int64_t optimizer_steps = 0;
   std::map<std::string, double> scaler;  // GradScaler.state_dict(); empty when fp16 is off
-  LoaderPosition loader;
-  RunTallies tallies;
+  LoaderPosition loader;   // under DDP: every rank's position (they step together)
+  RunTallies tallies;      // under DDP: rank 0's (its samples, its losses)
+  std::optional<DdpCheckpointInfo> ddp;  // saved_by "DistributedDataParallel" (absent in older files)
 };
 
 // The file's bytes (little-endian throughout), ending in the CRC32 of everything before it.
@@ -121,11 +140,14 @@ std::string size_mismatch_error(const std::string& key, const std::vector<int64_
                                 const std::vector<int64_t>& current);
 
 // The lines a resumed run prints when the prefix had to be fixed: both key lists, the rule, what
-// PyTorch would have raised, and what Furnace did (and the PyTorch fix).
+// PyTorch would have raised, and what Furnace did (and the PyTorch fix). `model_class` is this
+// run's ("Sequential", "DataParallel", "DistributedDataParallel"); `saved_by` the wrapper whose
+// prefixed keys are stripped.
 std::vector<std::string> explain_module_prefix(const KeyMatch& match,
                                                const std::vector<std::string>& saved,
                                                const std::vector<std::string>& model_keys,
-                                               const std::string& model_class);
+                                               const std::string& model_class,
+                                               const std::string& saved_by = "DataParallel");
 
 // ---- resume: which options a resumed run may change --------------------------------------------
 
