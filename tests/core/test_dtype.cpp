@@ -4,6 +4,8 @@
 // the x86 F16C instructions when the CPU has them, and always a rounding formula evaluated in double.
 #include "furnace/dtype.h"  // defines: the functions under test
 
+#include "core/dtype_paths.h"  // defines: conversion::Path, the bulk conversions path by path
+
 #include <gtest/gtest.h>
 
 #include <bit>      // defines: std::bit_cast
@@ -369,6 +371,59 @@ TEST(DType, BulkBf16RoundingMatchesTheScalarAtEveryTopHalf) {
     std::vector<uint16_t> got(n);
     f32_to_bf16(xs.data(), got.data(), n);
     for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], f32_to_bf16_bits(xs[i])) << hex(bits(xs[i])) << " n " << n;
+  }
+}
+
+// Each vector path this CPU has (F16C/AVX2, AVX-512) against the scalar path, both ways: every
+// 16-bit pattern, and f32 edge values (zeros, f32 and f16/bf16 subnormals, the largest finite
+// values and what rounds to inf, inf, quiet and signalling NaNs with payloads, and for every f16
+// and bf16 exponent the low bits just below, at and above the tie at odd and even results), at
+// lengths that leave every tail from 0 to 15.
+TEST(DType, EveryVectorPathMatchesTheScalarPath) {
+  using conversion::Path;
+  std::vector<uint16_t> all(65536);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  std::vector<float> edges;
+  for (uint32_t e : {0x00000000u, 0x00000001u, 0x00000002u, 0x007fffffu, 0x00400000u, 0x00800000u,
+                     0x33800000u, 0x33800001u, 0x337fffffu, 0x387fe000u, 0x387ff000u, 0x38800000u,
+                     0x477fe000u, 0x477fefffu, 0x477ff000u, 0x47800000u, 0x7f7fffffu, 0x7f7f8000u,
+                     0x7f7f7fffu, 0x7f800000u, 0x7f800001u, 0x7fbfffffu, 0x7fc00000u, 0x7fffffffu,
+                     0x7fa02000u, 0x7f80ffffu, 0x00008000u, 0x00018000u, 0x00007fffu, 0x00010000u})
+    for (uint32_t sign : {0u, 0x80000000u}) edges.push_back(from_bits(e | sign));
+  // Ties and their neighbours: bf16 keeps 16 bits, f16 (normal) keeps 13 low bits out.
+  for (uint32_t exp = 0; exp < 256; ++exp)
+    for (uint32_t mant : {0x000000u, 0x000001u, 0x007fffu, 0x008000u, 0x008001u, 0x018000u, 0x00ffffu,
+                          0x000fffu, 0x001000u, 0x001001u, 0x003000u, 0x7fffffu, 0x7f8000u})
+      edges.push_back(from_bits((exp << 23) | mant));
+  const std::vector<Path> paths = conversion::available_paths();
+  ASSERT_EQ(paths.front(), Path::scalar);
+  for (Path p : paths) {
+    SCOPED_TRACE(conversion::path_name(p));
+    for (size_t n : {all.size(), all.size() - 1, size_t{31}, size_t{17}, size_t{16}, size_t{15}, size_t{1}, size_t{0}}) {
+      std::vector<float> want_f(n + 1, -1.0f), got_f(n + 1, -1.0f);  // one past n: must stay untouched
+      conversion::f16_to_f32(Path::scalar, all.data(), want_f.data(), n);
+      conversion::f16_to_f32(p, all.data(), got_f.data(), n);
+      for (size_t i = 0; i <= n; ++i) ASSERT_EQ(bits(got_f[i]), bits(want_f[i])) << "f16 " << hex(all[i % 65536]) << " n " << n;
+      conversion::bf16_to_f32(Path::scalar, all.data(), want_f.data(), n);
+      conversion::bf16_to_f32(p, all.data(), got_f.data(), n);
+      for (size_t i = 0; i <= n; ++i) ASSERT_EQ(bits(got_f[i]), bits(want_f[i])) << "bf16 " << hex(all[i % 65536]) << " n " << n;
+    }
+    // Every 16-bit value's f32 (and so every f16/bf16 NaN and subnormal) back to 16 bits, and the edges.
+    std::vector<float> xs = edges;
+    for (uint16_t h : all) {
+      xs.push_back(f16_bits_to_f32(h));
+      xs.push_back(bf16_bits_to_f32(h));
+    }
+    for (size_t tail = 0; tail < 16; ++tail) {
+      const size_t n = xs.size() - tail;
+      std::vector<uint16_t> want(n + 1, 0xabcd), got(n + 1, 0xabcd);
+      conversion::f32_to_f16(Path::scalar, xs.data(), want.data(), n);
+      conversion::f32_to_f16(p, xs.data(), got.data(), n);
+      for (size_t i = 0; i <= n; ++i) ASSERT_EQ(got[i], want[i]) << "to f16 " << hex(bits(xs[i < n ? i : 0])) << " n " << n;
+      conversion::f32_to_bf16(Path::scalar, xs.data(), want.data(), n);
+      conversion::f32_to_bf16(p, xs.data(), got.data(), n);
+      for (size_t i = 0; i <= n; ++i) ASSERT_EQ(got[i], want[i]) << "to bf16 " << hex(bits(xs[i < n ? i : 0])) << " n " << n;
+    }
   }
 }
 

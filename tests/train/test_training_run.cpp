@@ -14,6 +14,7 @@
 #include <string>
 
 #include "furnace/train.h"
+#include "support/sanitized.h"  // defines: FURNACE_SANITIZED
 
 namespace furnace {
 namespace {
@@ -55,14 +56,6 @@ TEST(TrainingRun, SteppedByHandGivesWhatTrainGives) {
   EXPECT_EQ(r.epoch_mean_loss, whole.epoch_mean_loss);
   EXPECT_EQ(r.modelled_s, whole.modelled_s);
 }
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define FURNACE_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define FURNACE_SANITIZED 1
-#endif
-#endif
 
 struct SteadyCase {
   const char* name;

@@ -10,6 +10,7 @@
 #include <immintrin.h>  // defines: the F16C conversions, AVX2 integer operations
 #endif
 
+#include "core/dtype_paths.h"  // defines: conversion::Path, the conversions by path
 #include "furnace/error.h"  // defines: FURNACE_ASSERT
 
 namespace furnace {
@@ -110,13 +111,30 @@ uint16_t f32_to_bf16_bits(float f) {
 
 float bf16_bits_to_f32(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
 
-// Bulk f16 conversions use the CPU's F16C unit when it has one (8 values an instruction; it
-// rounds to nearest even and quiets NaNs exactly as the scalar code above, which the tests check
-// over every bit pattern), and the scalar code otherwise and for the tail.
+// Bulk conversions: the widest vector path the CPU has (core/dtype_paths.h names them), the scalar
+// code otherwise and for the tail. Every vector path rounds to nearest even and quiets NaNs exactly
+// as the scalar code above, which the tests check over every 16-bit pattern and every f32 top half
+// around the tie, path by path.
+//  - f16: F16C (8 lanes an instruction), or AVX-512F's forms of the same instructions (16 lanes,
+//    masked tails).
+//  - bf16: AVX2 integer instructions (8 lanes) or AVX-512F/BW (16 lanes, masked tails): the same
+//    integer rounding as f32_to_bf16_bits, selected per lane instead of branching on NaN (the
+//    hardware's VCVTNEPS2BF16 flushes subnormals, so it cannot be used).
 #if defined(__x86_64__) && defined(__GNUC__)
 namespace {
 bool has_f16c() {
   static const bool yes = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  return yes;
+}
+
+bool has_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2");
+  return yes;
+}
+
+bool has_avx512() {
+  static const bool yes = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl");
   return yes;
 }
 
@@ -134,34 +152,6 @@ __attribute__((target("f16c,avx"))) size_t f16_to_f32_f16c(const uint16_t* src, 
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
   return i;
-}
-}  // namespace
-#endif
-
-void f32_to_f16(const float* src, uint16_t* dst, size_t n) {
-  size_t i = 0;
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (has_f16c()) i = f32_to_f16_f16c(src, dst, n);
-#endif
-  for (; i < n; ++i) dst[i] = f32_to_f16_bits(src[i]);
-}
-
-void f16_to_f32(const uint16_t* src, float* dst, size_t n) {
-  size_t i = 0;
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (has_f16c()) i = f16_to_f32_f16c(src, dst, n);
-#endif
-  for (; i < n; ++i) dst[i] = f16_bits_to_f32(src[i]);
-}
-
-// Bulk bf16 conversions with AVX2 integer instructions, 8 values at a time: the same integer
-// rounding as f32_to_bf16_bits (the hardware's VCVTNEPS2BF16 flushes subnormals, so it cannot be
-// used), selected per lane instead of branching on NaN.
-#if defined(__x86_64__) && defined(__GNUC__)
-namespace {
-bool has_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2");
-  return yes;
 }
 
 __attribute__((target("avx2"))) size_t f32_to_bf16_avx2(const float* src, uint16_t* dst, size_t n) {
@@ -197,23 +187,143 @@ __attribute__((target("avx2"))) size_t bf16_to_f32_avx2(const uint16_t* src, flo
   }
   return i;
 }
+
+// The lanes of a 16-lane step that hold data: all 16, or the tail's `left`.
+inline __mmask16 lanes(size_t left) {
+  return left >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
+}
+
+#define FURNACE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
+
+FURNACE_AVX512 size_t f32_to_f16_avx512(const float* src, uint16_t* dst, size_t n) {
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 m = lanes(n - i);
+    const __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm256_mask_storeu_epi16(dst + i, m, h);
+  }
+  return n;
+}
+
+FURNACE_AVX512 size_t f16_to_f32_avx512(const uint16_t* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 m = lanes(n - i);
+    _mm512_mask_storeu_ps(dst + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + i)));
+  }
+  return n;
+}
+
+FURNACE_AVX512 size_t f32_to_bf16_avx512(const float* src, uint16_t* dst, size_t n) {
+  const __m512i abs_mask = _mm512_set1_epi32(static_cast<int>(kF32AbsMask));
+  const __m512i inf = _mm512_set1_epi32(static_cast<int>(kF32Inf));
+  const __m512i bias = _mm512_set1_epi32(0x7fff);
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i quiet = _mm512_set1_epi32(kBF16Quiet);
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 m = lanes(n - i);
+    const __m512i x = _mm512_maskz_loadu_epi32(m, src + i);
+    const __m512i top = _mm512_srli_epi32(x, 16);
+    const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, bias), _mm512_and_si512(top, one)), 16);
+    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(x, abs_mask), inf);
+    const __m512i out = _mm512_mask_blend_epi32(nan, rounded, _mm512_or_si512(top, quiet));
+    _mm512_mask_cvtepi32_storeu_epi16(dst + i, m, out);  // every lane is below 2^16: truncation is exact
+  }
+  return n;
+}
+
+FURNACE_AVX512 size_t bf16_to_f32_avx512(const uint16_t* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 m = lanes(n - i);
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, src + i));
+    _mm512_mask_storeu_epi32(dst + i, m, _mm512_slli_epi32(wide, 16));
+  }
+  return n;
+}
+
+#undef FURNACE_AVX512
 }  // namespace
 #endif
 
-void f32_to_bf16(const float* src, uint16_t* dst, size_t n) {
-  size_t i = 0;
+namespace conversion {
+
+namespace {
+bool can_run(Path p) {
 #if defined(__x86_64__) && defined(__GNUC__)
-  if (has_avx2()) i = f32_to_bf16_avx2(src, dst, n);
+  if (p == Path::avx2) return has_avx2() && has_f16c();
+  if (p == Path::avx512) return has_avx512() && has_f16c();
 #endif
-  for (; i < n; ++i) dst[i] = f32_to_bf16_bits(src[i]);
+  return p == Path::scalar;
+}
+}  // namespace
+
+std::vector<Path> available_paths() {
+  std::vector<Path> out;
+  for (Path p : {Path::scalar, Path::avx2, Path::avx512})
+    if (can_run(p)) out.push_back(p);
+  return out;
 }
 
-void bf16_to_f32(const uint16_t* src, float* dst, size_t n) {
-  size_t i = 0;
-#if defined(__x86_64__) && defined(__GNUC__)
-  if (has_avx2()) i = bf16_to_f32_avx2(src, dst, n);
-#endif
-  for (; i < n; ++i) dst[i] = bf16_bits_to_f32(src[i]);
+const char* path_name(Path p) {
+  switch (p) {
+    case Path::scalar: return "scalar";
+    case Path::avx2: return "avx2";
+    case Path::avx512: return "avx512";
+  }
+  return "?";
 }
+
+namespace {
+// One conversion's loops: the vector ones (each returns how far it got; null without x86) and
+// the scalar one for the rest.
+template <class In, class Out>
+struct Loops {
+  size_t (*avx2)(const In*, Out*, size_t);
+  size_t (*avx512)(const In*, Out*, size_t);
+  Out (*one)(In);
+};
+
+// Runs `p`'s vector loop, then the scalar one. A path the CPU lacks is a programmer's error:
+// available_paths() says which it has.
+template <class In, class Out>
+void convert(Path p, const In* src, Out* dst, size_t n, const Loops<In, Out>& loops) {
+  size_t i = 0;
+  if (p != Path::scalar) {
+    FURNACE_ASSERT(can_run(p)) << "no " << path_name(p) << " on this CPU";
+    i = (p == Path::avx512 ? loops.avx512 : loops.avx2)(src, dst, n);
+  }
+  for (; i < n; ++i) dst[i] = loops.one(src[i]);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+constexpr Loops<float, uint16_t> kToF16{f32_to_f16_f16c, f32_to_f16_avx512, f32_to_f16_bits};
+constexpr Loops<uint16_t, float> kFromF16{f16_to_f32_f16c, f16_to_f32_avx512, f16_bits_to_f32};
+constexpr Loops<float, uint16_t> kToBf16{f32_to_bf16_avx2, f32_to_bf16_avx512, f32_to_bf16_bits};
+constexpr Loops<uint16_t, float> kFromBf16{bf16_to_f32_avx2, bf16_to_f32_avx512, bf16_bits_to_f32};
+#else
+constexpr Loops<float, uint16_t> kToF16{nullptr, nullptr, f32_to_f16_bits};
+constexpr Loops<uint16_t, float> kFromF16{nullptr, nullptr, f16_bits_to_f32};
+constexpr Loops<float, uint16_t> kToBf16{nullptr, nullptr, f32_to_bf16_bits};
+constexpr Loops<uint16_t, float> kFromBf16{nullptr, nullptr, bf16_bits_to_f32};
+#endif
+}  // namespace
+
+void f32_to_f16(Path p, const float* src, uint16_t* dst, size_t n) { convert(p, src, dst, n, kToF16); }
+void f16_to_f32(Path p, const uint16_t* src, float* dst, size_t n) { convert(p, src, dst, n, kFromF16); }
+void f32_to_bf16(Path p, const float* src, uint16_t* dst, size_t n) { convert(p, src, dst, n, kToBf16); }
+void bf16_to_f32(Path p, const uint16_t* src, float* dst, size_t n) { convert(p, src, dst, n, kFromBf16); }
+
+namespace {
+// The widest path this CPU has, chosen once.
+Path best() {
+  static const Path p = available_paths().back();
+  return p;
+}
+}  // namespace
+
+}  // namespace conversion
+
+void f32_to_f16(const float* src, uint16_t* dst, size_t n) { conversion::f32_to_f16(conversion::best(), src, dst, n); }
+void f16_to_f32(const uint16_t* src, float* dst, size_t n) { conversion::f16_to_f32(conversion::best(), src, dst, n); }
+void f32_to_bf16(const float* src, uint16_t* dst, size_t n) { conversion::f32_to_bf16(conversion::best(), src, dst, n); }
+void bf16_to_f32(const uint16_t* src, float* dst, size_t n) { conversion::bf16_to_f32(conversion::best(), src, dst, n); }
 
 }  // namespace furnace

@@ -1,7 +1,9 @@
 // DataLoader: the sampler (seeded Fisher-Yates per epoch) runs in the caller; batches of indices go
 // to the workers round-robin, prefetch_factor per worker in flight (torch's _MultiProcessingData
 // LoaderIter: "_try_put_index" after every batch it yields); results are re-ordered so batches come
-// out in sampler order whatever worker finishes first.
+// out in sampler order whatever worker finishes first. In steady state nothing is allocated: the
+// epoch's order and batches of indices are rewritten in place, and a batch handed out comes back
+// (its buffers) as the next one a worker fills.
 #include "furnace/loader.h"
 
 #include <algorithm>
@@ -9,7 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <exception>
-#include <map>
+#include <optional>
 #include <mutex>
 #include <numeric>
 #include <system_error>
@@ -40,6 +42,7 @@ void collate(const Dataset& dataset, const std::vector<int64_t>& indices, Batch&
 struct DataLoader::Impl {
   const Dataset& dataset;
   const LoaderOptions opt;
+  std::vector<int64_t> order;                 // this epoch's sample order
   std::vector<std::vector<int64_t>> batches;  // this epoch's batches of sample indices
   int64_t next_to_yield = 0;
   int64_t next_to_send = 0;
@@ -54,8 +57,13 @@ struct DataLoader::Impl {
     std::exception_ptr error;
     int worker = -1;
   };
-  std::map<int64_t, Result> results;  // finished, not yet yielded
+  // Finished, not yet yielded: batch j in slot j % slots.size() (at most prefetch_factor *
+  // num_workers batches are in flight, so no two share a slot).
+  std::vector<std::optional<Result>> results;
+  std::vector<Batch> spare;  // buffers of batches handed out and given back, for the workers to fill
   bool stopping = false;
+
+  std::optional<Result>& slot(int64_t job) { return results[static_cast<size_t>(job) % results.size()]; }
 
   Impl(const Dataset& d, LoaderOptions o) : dataset(d), opt(o) {}
   ~Impl() { stop_workers(); }
@@ -68,22 +76,30 @@ struct DataLoader::Impl {
     work_ready.notify_all();
     for (std::thread& t : workers) t.join();
     workers.clear();
-    queues.clear();
-    results.clear();
+    for (std::deque<int64_t>& q : queues) q.clear();
+    for (std::optional<Result>& r : results)
+      if (r) {
+        spare.push_back(std::move(r->batch));
+        r.reset();
+      }
     stopping = false;
   }
 
   void worker_loop(int id) {
     for (;;) {
       int64_t job;
+      Result r;
       {
         std::unique_lock<std::mutex> lock(mu);
         work_ready.wait(lock, [&] { return stopping || !queues[static_cast<size_t>(id)].empty(); });
         if (stopping) return;
         job = queues[static_cast<size_t>(id)].front();
         queues[static_cast<size_t>(id)].pop_front();
+        if (!spare.empty()) {
+          r.batch = std::move(spare.back());
+          spare.pop_back();
+        }
       }
-      Result r;
       r.worker = id;
       try {
         collate(dataset, batches[static_cast<size_t>(job)], r.batch);
@@ -94,7 +110,7 @@ struct DataLoader::Impl {
       }
       {
         std::lock_guard<std::mutex> lock(mu);
-        results.emplace(job, std::move(r));
+        slot(job) = std::move(r);
       }
       result_ready.notify_all();
     }
@@ -156,7 +172,8 @@ void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
       << "DataLoader: cannot start at batch " << first_batch << " of an epoch of " << num_batches();
   Impl& m = *impl_;
   m.stop_workers();
-  std::vector<int64_t> order(static_cast<size_t>(m.dataset.size()));
+  std::vector<int64_t>& order = m.order;
+  order.resize(static_cast<size_t>(m.dataset.size()));
   std::iota(order.begin(), order.end(), int64_t{0});
   if (opt_.sampler) {
     DistributedSampler sampler(m.dataset.size(), *opt_.sampler);
@@ -166,18 +183,19 @@ void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
     Generator gen(opt_.seed * 0x100000001B3ull + static_cast<uint64_t>(epoch) + 1);
     for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[gen.below(i)]);
   }
-  m.batches.clear();
   const int64_t count = num_batches();
+  m.batches.resize(static_cast<size_t>(count));  // each keeps its capacity from the last epoch
   for (int64_t b = 0; b < count; ++b) {
     const size_t begin = static_cast<size_t>(b * opt_.batch_size);
     const size_t end = std::min(order.size(), begin + static_cast<size_t>(opt_.batch_size));
-    m.batches.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(begin),
-                           order.begin() + static_cast<std::ptrdiff_t>(end));
+    m.batches[static_cast<size_t>(b)].assign(order.begin() + static_cast<std::ptrdiff_t>(begin),
+                                             order.begin() + static_cast<std::ptrdiff_t>(end));
   }
   m.next_to_yield = first_batch;
   m.next_to_send = first_batch;
   if (opt_.num_workers == 0) return;
-  m.queues.assign(static_cast<size_t>(opt_.num_workers), {});
+  m.queues.resize(static_cast<size_t>(opt_.num_workers));
+  m.results.resize(static_cast<size_t>(opt_.prefetch_factor) * static_cast<size_t>(opt_.num_workers));
   {
     std::lock_guard<std::mutex> lock(m.mu);
     for (int64_t i = 0; i < static_cast<int64_t>(opt_.prefetch_factor) * opt_.num_workers; ++i) m.send_one();
@@ -206,10 +224,10 @@ bool DataLoader::next(Batch& out) {
   Impl::Result r;
   {
     std::unique_lock<std::mutex> lock(m.mu);
-    m.result_ready.wait(lock, [&] { return m.results.count(m.next_to_yield) > 0; });
-    auto it = m.results.find(m.next_to_yield);
-    r = std::move(it->second);
-    m.results.erase(it);
+    m.result_ready.wait(lock, [&] { return m.slot(m.next_to_yield).has_value(); });
+    std::optional<Impl::Result>& done = m.slot(m.next_to_yield);
+    r = std::move(*done);
+    done.reset();
     ++m.next_to_yield;
     m.send_one();  // keep prefetch_factor * num_workers batches in flight
   }
@@ -221,7 +239,11 @@ bool DataLoader::next(Batch& out) {
       FURNACE_FAIL() << "Caught error in DataLoader worker process " << r.worker << ": " << e.what();
     }
   }
-  out = std::move(r.batch);
+  std::swap(out, r.batch);
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.spare.push_back(std::move(r.batch));  // the caller's last batch: a worker fills it next
+  }
   return true;
 }
 

@@ -40,6 +40,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory_resource>
 #include <mutex>
 #include <set>
 #include <tuple>
@@ -88,7 +89,7 @@ struct BlockLess {
     return std::tie(a->stream, a->size, a->addr) < std::tie(b->stream, b->size, b->addr);
   }
 };
-using FreeBlocks = std::set<Block*, BlockLess>;
+using FreeBlocks = std::pmr::set<Block*, BlockLess>;
 
 int pool_index(bool small) { return small ? kSmallPool : kLargePool; }
 
@@ -145,12 +146,17 @@ struct CachingAllocator::Impl {
   TraceBus* trace;
   mutable std::mutex mu;
   MemoryStats stats;
-  FreeBlocks free_blocks[2];                       // [0] small pool, [1] large pool
-  std::unordered_map<uintptr_t, Block*> live;      // allocated blocks by address
+  // The Blocks, the free sets' nodes and `live`'s come from this pool, which keeps what is given
+  // back for the next request: in a steady state the allocator allocates no host memory.
+  std::pmr::unsynchronized_pool_resource nodes;
+  FreeBlocks free_blocks[2]{FreeBlocks(&nodes), FreeBlocks(&nodes)};  // [0] small pool, [1] large pool
+  std::pmr::unordered_map<uintptr_t, Block*> live{&nodes};            // allocated blocks by address
 
   Impl(RawAllocator& r, int d, TraceBus* t) : raw(r), device(d), trace(t) {}
 
   FreeBlocks& pool(bool small) { return free_blocks[small ? 0 : 1]; }
+  Block* new_block() { return std::pmr::polymorphic_allocator<Block>(&nodes).new_object<Block>(); }
+  void delete_block(Block* b) { std::pmr::polymorphic_allocator<Block>(&nodes).delete_object(b); }
   bool tracing() const { return trace != nullptr && trace->active(); }
 
   void emit(EventKind kind, const char* name, uint64_t bytes, int stream) const {
@@ -184,7 +190,7 @@ struct CachingAllocator::Impl {
     if (bytes > kMaxRequest) return nullptr;
     void* p = raw.raw_malloc(bytes);
     if (p == nullptr) return nullptr;
-    auto* b = new Block;
+    Block* b = new_block();
     b->addr = reinterpret_cast<uintptr_t>(p);
     b->size = bytes;
     b->stream = stream;
@@ -212,7 +218,7 @@ struct CachingAllocator::Impl {
         update(stats.segment, b->small, -1);
         update(stats.reserved_bytes, b->small, -static_cast<int64_t>(b->size));
         if (tracing()) emit(EventKind::segment_free, "segment_free", b->size, b->stream);
-        delete b;
+        delete_block(b);
       }
     }
   }
@@ -226,7 +232,7 @@ struct CachingAllocator::Impl {
     }
     size_t remaining = b->size - size;
     if (should_split(b->small, remaining)) {
-      auto* rest = new Block;
+      Block* rest = new_block();
       rest->addr = b->addr + size;
       rest->size = remaining;
       rest->stream = b->stream;
@@ -269,7 +275,7 @@ struct CachingAllocator::Impl {
     }
     size_t absorbed = n->size;
     b->size += absorbed;
-    delete n;
+    delete_block(n);
     return absorbed;
   }
 
@@ -344,7 +350,7 @@ struct CachingAllocator::Impl {
       }
       for (Block* b = head; b;) {
         Block* next = b->next;
-        delete b;
+        delete_block(b);
         b = next;
       }
     }

@@ -33,15 +33,16 @@ void ProgressBar::operator()(const Progress& p) {
   constexpr int kWidth = 24;
   const double frac = p.steps_per_epoch ? static_cast<double>(p.step_in_epoch) / p.steps_per_epoch : 1;
   const int filled = static_cast<int>(frac * kWidth + 0.5);
-  std::string bar(static_cast<size_t>(filled), '#');
-  bar.append(static_cast<size_t>(kWidth - filled), '-');
+  char bar[kWidth + 1];  // (no std::string: a draw allocates nothing)
+  for (int i = 0; i < kWidth; ++i) bar[i] = i < filled ? '#' : '-';
+  bar[kWidth] = '\0';
   // Under fp16 the GradScaler's scale and the skipped steps so far.
   char scale[64] = "";
   if (p.loss_scale != 1.0)
     std::snprintf(scale, sizeof scale, "  scale %g  skipped %lld", p.loss_scale,
                   static_cast<long long>(p.skipped_steps));
   std::fprintf(out_, "%sepoch %d/%d [%s] %lld/%lld  loss %.4f%s  %.0f samples/s  ETA %s%s",
-               tty_ ? "\r\033[K" : "", p.epoch, p.epochs, bar.c_str(),
+               tty_ ? "\r\033[K" : "", p.epoch, p.epochs, bar,
                static_cast<long long>(p.step_in_epoch), static_cast<long long>(p.steps_per_epoch),
                p.loss, scale, p.samples_per_s, format_duration(p.eta_s).c_str(),
                tty_ && !p.epoch_done ? "" : "\n");

@@ -33,6 +33,18 @@ void narrow(uint16_t* out, const float* in, int64_t n, DType dt) {
     f32_to_f16(in, out, static_cast<size_t>(n));
 }
 
+// x[i] = its value rounded to the 16-bit type, as fp32 (in place): through a small buffer on the
+// stack, a chunk at a time, so both passes stay in L1.
+void round_through_half(float* x, size_t n, DType dt) {
+  constexpr size_t kChunk = 2048;
+  uint16_t h[kChunk];
+  for (size_t i = 0; i < n; i += kChunk) {
+    const int64_t k = static_cast<int64_t>(std::min(kChunk, n - i));
+    narrow(h, x + i, k, dt);
+    widen(x + i, h, k, dt);
+  }
+}
+
 }  // namespace
 
 void cast_to_half(uint16_t* out, const float* in, int64_t n, DType dt) { narrow(out, in, n, dt); }
@@ -75,10 +87,7 @@ void linear_backward_half(uint16_t* dinp, float* dweight, float* dbias, const ui
   widen(x, inp, static_cast<int64_t>(nin), dt);
   float* dw = scratch(2, nw).data();  // the widened weight is no longer needed
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B, 1.0f, g, OC, x, C, 0.0f, dw, C);
-  thread_local std::vector<uint16_t> rounded;
-  if (rounded.size() < nw || rounded.size() < static_cast<size_t>(OC)) rounded.resize(nw > static_cast<size_t>(OC) ? nw : static_cast<size_t>(OC));
-  narrow(rounded.data(), dw, static_cast<int64_t>(nw), dt);
-  widen(dw, rounded.data(), static_cast<int64_t>(nw), dt);
+  round_through_half(dw, nw, dt);
   if (accumulate)
     for (size_t i = 0; i < nw; ++i) dweight[i] += dw[i];
   else
@@ -87,8 +96,7 @@ void linear_backward_half(uint16_t* dinp, float* dweight, float* dbias, const ui
   for (int o = 0; o < OC; ++o) db[o] = 0.0f;
   for (int bi = 0; bi < B; ++bi)
     for (int o = 0; o < OC; ++o) db[o] += g[static_cast<size_t>(bi) * OC + o];
-  narrow(rounded.data(), db, OC, dt);
-  widen(db, rounded.data(), OC, dt);
+  round_through_half(db, static_cast<size_t>(OC), dt);
   for (int o = 0; o < OC; ++o) dbias[o] = (accumulate ? dbias[o] : 0.0f) + db[o];
 }
 
