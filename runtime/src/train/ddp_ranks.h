@@ -26,7 +26,7 @@ namespace furnace {
 // What a rank's TrainingRun takes from the launcher.
 struct RankSetup {
   int rank = 0, world = 1;
-  SimMachine* machine = nullptr;
+  SimMachine* machine = nullptr;   // the simulator's machine; null: the real cuda backend (make_backend)
   Process* process = nullptr;      // its process on `machine` (RANK, LOCAL_RANK, ... set)
   ProcessGroup* group = nullptr;   // its handle on the group
   std::shared_ptr<const TrainingData> data;
@@ -37,9 +37,11 @@ struct RankSetup {
 int ddp_world_size(const Scenario& sc, const Topology& topology);
 // The global batch splits evenly over `world` ranks, at least a row each; throws one line.
 void check_ddp_batch(const Scenario& sc, int world);
-// The backend is the simulator (the ranks' collectives are the thread group's or Gloo's); throws
-// one line.
-void check_ddp_backend(const Scenario& sc);
+// The backend the ranks train on, "sim" or "cuda", or one line saying why not. In threads of this
+// process (`launched` false) only the simulator (the thread group's collectives); under a launcher
+// (one process per rank) also cuda, whose gradients go through NCCL: asked by name, or auto with a
+// GPU present, where the cuda backend was built with NCCL (auto falls back to sim without NCCL).
+std::string check_ddp_backend(const Scenario& sc, bool launched = false);
 // --device is not set: each rank's LOCAL_RANK picks its device; throws one line.
 void check_ddp_device(const Scenario& sc);
 
