@@ -111,7 +111,7 @@ auto ProcessRank::as_rank(Fn fn) -> decltype(fn()) {
   } catch (const std::exception& e) {
     const Error* err = dynamic_cast<const Error*>(&e);
     const std::string what = err ? err->message() : e.what();
-      if (nccl_) nccl_->abort("rank " + std::to_string(worker_.rank) + " failed");
+    if (nccl_) nccl_->abort("rank " + std::to_string(worker_.rank) + " failed");
     if (control_) control_->abort("rank " + std::to_string(worker_.rank) + " failed");
     broken_ = "rank " + std::to_string(worker_.rank) + ": " + what;
     FURNACE_FAIL() << broken_;
