@@ -89,7 +89,7 @@ class NcclRankComm final : public RankCommunicator {
     }
     cv_.notify_all();
     if (watchdog_.joinable()) watchdog_.join();
-    DeviceGuard g(device_);
+    cudaSetDevice(device_);  // (not DeviceGuard: it throws, and this is a destructor)
     if (comm_ != nullptr && !aborted_) {
       const ncclResult_t f = ncclCommFinalize(comm_);
       const bool clean = (f == ncclSuccess || f == ncclInProgress) && settle("ncclCommFinalize", false).empty();
