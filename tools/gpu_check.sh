@@ -16,7 +16,8 @@
 #      CUDA tests (FURNACE_REQUIRE_GPU=1: a missing device fails), device dispatch tests, memcheck
 #      of the op tests, the reference MLP on the GPU vs on the simulator (accuracy), the modelled
 #      clock vs the measured one per phase with data/topologies/h200.toml (tools/phase_compare.py;
-#      goal +-25% per step), DataParallel vs the simulator (2+ GPUs), throughput fp32/fp16/bf16 at
+#      goal +-25% per step), DataParallel vs the simulator (2+ GPUs), DDP with one process per GPU
+#      (furnace launch, NCCL) beside the simulator's modelled DDP step (2+ GPUs), throughput fp32/fp16/bf16 at
 #      hidden 4096 and Furnace vs PyTorch eager where PyTorch with CUDA is installed.
 #
 # Without the Debian dev packages: tools/make_deps_prefix.sh (on a Debian 12 machine with apt)
@@ -114,7 +115,8 @@ print_summary() {
 INTERRUPTED=""
 # What the check would run after the build, so an interrupted run lists what it never reached.
 GPU_STEPS=("CUDA tests vs ref / sim" "memcheck (op tests, -lineinfo)" "train 1 GPU vs sim (accuracy)"
-           "modelled vs measured per phase (h200)" "train DataParallel vs sim" "throughput fp16/bf16 vs fp32, hidden 4096"
+           "modelled vs measured per phase (h200)" "train DataParallel vs sim" "train DDP (NCCL, a process per GPU) vs sim"
+           "throughput fp16/bf16 vs fp32, hidden 4096"
            "furnace vs pytorch eager")
 ALL_LATER_STEPS=("device dispatch tests (CPU)" "${GPU_STEPS[@]}")
 CHILD=""
@@ -474,6 +476,34 @@ if ((GPUS >= 2)); then
   fi
 else
   record "$name" not-run "one GPU"
+fi
+
+# DDP between processes: furnace launch starts one rank per GPU (LOCAL_RANK picks it), NCCL
+# all-reduces the buckets; beside it the simulator's DDP of as many ranks on the nearest topology
+# file (dgx-h100: H100s on NVLink, the H200's platform), its modelled step. Each rank takes 64 rows.
+name="train DDP (NCCL, a process per GPU) vs sim"
+if ((GPUS >= 2)); then
+  N=$((GPUS < 8 ? GPUS : 8))
+  ddp_pair() {
+    local args=(train --parallel ddp --quiet --json --steps 60 --batch $((64 * N)) "${DATA_ARGS[@]}")
+    "$FURNACE" launch --nproc-per-node "$N" --master-port 0 -- "$FURNACE" "${args[@]}" --backend cuda --dist-timeout 60 \
+      >"$LOG/ddp_cuda.out" || return 1
+    sed -n 's/^\[rank0\]://p' "$LOG/ddp_cuda.out" | tail -1 >"$LOG/ddp_cuda.json"
+    "$FURNACE" "${args[@]}" --backend sim --topology dgx-h100 --nproc "$N" >"$LOG/ddp_sim.json"
+  }
+  run_step "$name" 60 150 1 -- ddp_pair
+  if step_status "$name" $? "$STEP_LOG"; then
+    cl=$(json_number "$LOG/ddp_cuda.json" final_loss) sl=$(json_number "$LOG/ddp_sim.json" final_loss)
+    cw=$(json_number "$LOG/ddp_cuda.json" wall_s) cs=$(json_number "$LOG/ddp_cuda.json" steps)
+    sm=$(json_number "$LOG/ddp_sim.json" modelled_step_s)
+    if [[ -n $cl && -n $sl && -n $cw && -n $cs && -n $sm ]] && is_true "$cs > 0 && ($cl - $sl) < 0.05 * $sl && ($sl - $cl) < 0.05 * $sl"; then
+      record "$name" ok "x$N: step measured $(calc "$cw / $cs * 1000") ms (wall, incl. loading) vs modelled $(calc "$sm * 1000") ms (sim dgx-h100); final loss cuda $cl, sim $sl" "$STEP_SECONDS"
+    else
+      record "$name" FAIL "x$N: final loss cuda ${cl:-?} vs sim ${sl:-?} (more than 5% apart, or no figure; log: ddp_cuda.out)" "$STEP_SECONDS"
+    fi
+  fi
+else
+  record "$name" not-run "$GPUS GPU: DDP between processes needs two or more (one process per GPU)"
 fi
 
 name="throughput fp16/bf16 vs fp32, hidden 4096"

@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "text_table.h"  // defines: format_table
 #include "furnace/allocator.h"
+#include "furnace/backend.h"  // defines: nccl_built
 #include "furnace/checkpoint.h"  // defines: read_checkpoint, resume_scenario
 #include "furnace/error.h"
 #include "furnace/file_kind.h"  // defines: why_not_writable
@@ -24,6 +25,15 @@
 
 namespace furnace::cli {
 namespace {
+
+// What a launched DDP rank's gradients go through, before the run resolves --backend auto (which
+// would touch CUDA before the run exports --visible): NCCL on GPUs, Gloo on the simulator.
+const char* launched_ddp_transport(const std::string& backend) {
+  const char* chosen = std::getenv("FURNACE_BACKEND");
+  const std::string name = backend == "auto" && chosen && *chosen ? std::string(chosen) : backend;
+  if (name == "sim" || !nccl_built()) return "Gloo";
+  return name == "cuda" ? "NCCL" : "NCCL on GPUs, else Gloo";
+}
 
 struct TrainOptions {
   Scenario scenario;
@@ -465,9 +475,10 @@ void run(const TrainOptions& o) {
                 sc.bucket_cap_mb);
   if (!quiet && !json && worker)
     std::printf("  started by %s: this process is rank %d of %d (LOCAL_RANK %d, node %d); the ranks meet at the store "
-                "on %s:%d and all-reduce through Gloo\n",
+                "on %s:%d and all-reduce through %s\n",
                 worker->launcher.c_str(), worker->rank, worker->world_size, worker->local_rank, worker->group_rank,
-                worker->master_addr.c_str(), worker->master_port);
+                worker->master_addr.c_str(), worker->master_port,
+                launched_ddp_transport(sc.backend));
   if (!quiet && !json && (sc.env.count(kCudaVisibleDevices) || sc.env.count(kCudaDeviceOrder)))
     std::printf("  %s (furnace devices shows which GPU is which)\n", describe_cuda_environment(sc.env).c_str());
   if (!json) ck.on_note = [](const std::string& line) { std::printf("%s\n", line.c_str()); };
@@ -502,7 +513,7 @@ void run(const TrainOptions& o) {
       j["ddp"]["launcher"] = {{"by", worker->launcher}, {"rank", worker->rank}, {"world", worker->world_size},
                               {"nodes", worker->world_size / worker->local_world_size},
                               {"store", worker->master_addr + ":" + std::to_string(worker->master_port)},
-                              {"backend", "gloo"}};
+                              {"backend", r.backend == "cuda" ? "nccl" : "gloo"}};
     if (r.batch_loading_s > 0)
       j["loading"] = {{"model", sc.loading}, {"batch_loading_s", r.batch_loading_s}, {"data_wait_s", r.data_wait_s}};
     if (sc.clip_grad_norm)

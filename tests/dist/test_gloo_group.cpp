@@ -24,6 +24,7 @@
 #include "furnace/sim_machine.h"
 #include "furnace/tcp_store.h"
 #include "furnace/topology.h"
+#include "support/rank_threads.h"  // defines: on_threads
 #include "support/test_support.h"  // defines: upload, download
 
 namespace furnace {
@@ -42,21 +43,7 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 std::vector<char> bytes(const std::string& s) { return {s.begin(), s.end()}; }
 std::string text(const std::vector<char>& b) { return {b.begin(), b.end()}; }
 
-// Runs body(rank) on one thread per rank; returns each rank's error ("" if none).
-std::vector<std::string> on_threads(int world, const std::function<void(int)>& body) {
-  std::vector<std::string> errors(static_cast<size_t>(world));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        body(r);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (std::thread& t : threads) t.join();
-  return errors;
-}
+using test_support::on_threads;  // support/rank_threads.h
 
 TEST(TcpStore, ClientsSeeEachOthersKeysAndAGetWaitsForTheSet) {
   TcpStore host(kLoopback, 0, /*host=*/true, milliseconds(5000));

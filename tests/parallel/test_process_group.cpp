@@ -20,6 +20,7 @@
 #include "furnace/sim_machine.h"
 #include "furnace/topology.h"
 #include "support/fake_device_backend.h"
+#include "support/rank_threads.h"  // defines: on_threads
 #include "support/test_support.h"  // defines: upload, download
 
 namespace furnace {
@@ -54,21 +55,7 @@ std::vector<std::unique_ptr<Rank>> make_ranks(int world, const Topology& topolog
   return ranks;
 }
 
-// Runs body(rank) on one thread per rank; rethrows nothing, returns each rank's error ("" if none).
-std::vector<std::string> on_threads(int world, const std::function<void(int)>& body) {
-  std::vector<std::string> errors(static_cast<size_t>(world));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        body(r);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (std::thread& t : threads) t.join();
-  return errors;
-}
+using test_support::on_threads;  // support/rank_threads.h
 
 uint32_t bits(float f) {
   uint32_t u;

@@ -13,7 +13,10 @@
 
 #include "furnace/checkpoint.h"
 #include "furnace/error.h"
+#include "furnace/backend.h"     // defines: cuda_backend_built, nccl_built
+#include "furnace/launch_env.h"  // defines: pick_free_port
 #include "furnace/train.h"
+#include "train/ddp_ranks.h"     // defines: check_ddp_backend
 
 namespace furnace {
 namespace {
@@ -153,6 +156,70 @@ TEST(DdpTraining, BadInputIsOneLineEach) {
   sc.parallel = "none";
   sc.nproc = 2;
   EXPECT_NE(error_of(sc).find("--nproc needs --parallel ddp"), std::string::npos) << error_of(sc);
+}
+
+// The ranks as threads of one process run on the simulator only; under a launcher (one process
+// per rank) --backend cuda is allowed where the cuda backend was built with NCCL, and says which
+// is missing otherwise. (ctest sets FURNACE_BACKEND=sim: auto is the simulator here.)
+TEST(DdpTraining, TheBackendIsTheSimulatorInThreadsAndCudaOnlyUnderALauncher) {
+  Scenario sc = ddp_scenario("workstation-4x3090");
+  auto error_of_check = [&](bool launched) {
+    try {
+      return "returned " + check_ddp_backend(sc, launched);
+    } catch (const Error& e) {
+      return e.message();
+    }
+  };
+  for (const char* b : {"sim", "auto"}) {
+    sc.backend = b;
+    EXPECT_EQ(error_of_check(false), "returned sim") << b;
+    EXPECT_EQ(error_of_check(true), "returned sim") << b;
+  }
+  sc.backend = "cuda";
+  EXPECT_EQ(error_of_check(false),
+            "--parallel ddp --backend cuda runs one process per GPU: start it under a launcher (furnace launch "
+            "--nproc-per-node N -- furnace train --parallel ddp --backend cuda, or torchrun, mpirun, srun); the ranks "
+            "as threads of this process run on the simulator only (--backend sim)");
+  const std::string launched = error_of_check(true);
+  if (!cuda_backend_built())
+    EXPECT_EQ(launched,
+              "--parallel ddp --backend cuda: this furnace was built without the CUDA backend (nvcc was not found at "
+              "configure time); use --backend sim (Gloo between the processes)");
+  else if (!nccl_built())
+    EXPECT_EQ(launched,
+              "--parallel ddp --backend cuda all-reduces the ranks' gradients with NCCL, and this furnace was built "
+              "without NCCL (not found at configure time, or FURNACE_WITH_NCCL=OFF); use --backend sim (Gloo "
+              "between the processes)");
+  else
+    EXPECT_EQ(launched, "returned cuda");
+  sc.backend = "tpu";
+  EXPECT_EQ(error_of_check(true), "unknown backend 'tpu' (choose sim or cuda)");
+  // Through train(): the in-process ranks refuse cuda before anything starts.
+  sc.backend = "cuda";
+  EXPECT_NE(error_of(sc).find("start it under a launcher"), std::string::npos) << error_of(sc);
+}
+
+// A launched rank with --backend cuda on this machine: one line naming the rank and what is
+// missing (no CUDA backend, no NCCL, or no GPU: the cuda backend's own words), never the simulator.
+TEST(DdpTraining, ALaunchedCudaRankWithoutAGpuIsOneLineNamingTheRank) {
+  Scenario sc = ddp_scenario("workstation-4x3090");
+  sc.backend = "cuda";
+  sc.dist_timeout_s = 5;
+  sc.env["RANK"] = "0";
+  sc.env["WORLD_SIZE"] = "1";
+  sc.env["LOCAL_RANK"] = "0";
+  sc.env["LOCAL_WORLD_SIZE"] = "1";
+  sc.env["MASTER_ADDR"] = "127.0.0.1";
+  sc.env["MASTER_PORT"] = std::to_string(pick_free_port("127.0.0.1"));
+  if (cuda_backend_built() && cuda_device_count() > 0) GTEST_SKIP() << "this machine has a GPU (tests/cuda trains on it)";
+  const std::string e = error_of(sc);
+  EXPECT_EQ(e.rfind("rank 0: ", 0), 0u) << e;
+  if (!cuda_backend_built())
+    EXPECT_NE(e.find("built without the CUDA backend"), std::string::npos) << e;
+  else if (!nccl_built())
+    EXPECT_NE(e.find("built without NCCL"), std::string::npos) << e;
+  else
+    EXPECT_NE(e.find("--backend cuda: "), std::string::npos) << e;
 }
 
 }  // namespace

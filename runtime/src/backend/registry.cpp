@@ -30,6 +30,14 @@ bool cuda_backend_built() {
 #endif
 }
 
+bool nccl_built() {
+#ifdef FURNACE_WITH_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
 bool nccl_requested() {
   const char* env = std::getenv("FURNACE_NCCL");
   if (!env || !*env) return true;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <exception>
 
+#include "furnace/backend.h"  // defines: resolve_backend_name, cuda_backend_built, nccl_built
 #include "furnace/error.h"
 #include "furnace/host_memory.h"  // defines: estimate_host_memory, check_host_memory
 #include "furnace/process.h"      // defines: resolve_visibility
@@ -50,14 +51,34 @@ int ddp_world_size(const Scenario& sc, const Topology& topology) {
   return world;
 }
 
-void check_ddp_backend(const Scenario& sc) {
-  // --backend auto means the simulator here, unless the user asked for cuda by name.
-  const char* chosen = std::getenv("FURNACE_BACKEND");
-  const bool cuda_asked = sc.backend == "cuda" || (sc.backend == "auto" && chosen && std::string(chosen) == "cuda");
-  FURNACE_CHECK(!cuda_asked && (sc.backend == "sim" || sc.backend == "auto"))
-      << "--parallel ddp runs its ranks on the simulator (--backend sim), in threads of this process or "
-         "one process each under furnace launch (gradients through Gloo); on real GPUs the ranks' "
-         "gradients go through NCCL, whose process group is not built yet";
+std::string check_ddp_backend(const Scenario& sc, bool launched) {
+  FURNACE_CHECK(sc.backend == "sim" || sc.backend == "cuda" || sc.backend == "auto")
+      << "unknown backend '" << sc.backend << "' (choose sim or cuda)";
+  if (!launched) {
+    // --backend auto means the simulator here, unless the user asked for cuda by name.
+    const char* chosen = std::getenv("FURNACE_BACKEND");
+    const bool cuda_asked = sc.backend == "cuda" || (sc.backend == "auto" && chosen && std::string(chosen) == "cuda");
+    FURNACE_CHECK(!cuda_asked)
+        << "--parallel ddp --backend cuda runs one process per GPU: start it under a launcher (furnace launch "
+           "--nproc-per-node N -- furnace train --parallel ddp --backend cuda, or torchrun, mpirun, srun); the ranks "
+           "as threads of this process run on the simulator only (--backend sim)";
+    return "sim";
+  }
+  // Under a launcher: cuda when asked by name (or auto finds a GPU), then the gradients go
+  // through NCCL, which must have been built in.
+  const std::string name = resolve_backend_name(sc.backend);
+  if (name == "sim") return name;
+  FURNACE_CHECK(cuda_backend_built())
+      << "--parallel ddp --backend cuda: this furnace was built without the CUDA backend (nvcc was not found at "
+         "configure time); use --backend sim (Gloo between the processes)";
+  if (!nccl_built()) {
+    FURNACE_CHECK(sc.backend == "auto")
+        << "--parallel ddp --backend cuda all-reduces the ranks' gradients with NCCL, and this furnace was built "
+           "without NCCL (not found at configure time, or FURNACE_WITH_NCCL=OFF); use --backend sim (Gloo "
+           "between the processes)";
+    return "sim";  // auto: the simulator and Gloo, as without a GPU
+  }
+  return name;
 }
 
 void check_ddp_batch(const Scenario& sc, int world) {

@@ -26,7 +26,7 @@ namespace furnace {
 // What a rank's TrainingRun takes from the launcher.
 struct RankSetup {
   int rank = 0, world = 1;
-  SimMachine* machine = nullptr;
+  SimMachine* machine = nullptr;   // the simulator's machine; null: the real cuda backend (make_backend)
   Process* process = nullptr;      // its process on `machine` (RANK, LOCAL_RANK, ... set)
   ProcessGroup* group = nullptr;   // its handle on the group
   std::shared_ptr<const TrainingData> data;
@@ -37,9 +37,11 @@ struct RankSetup {
 int ddp_world_size(const Scenario& sc, const Topology& topology);
 // The global batch splits evenly over `world` ranks, at least a row each; throws one line.
 void check_ddp_batch(const Scenario& sc, int world);
-// The backend is the simulator (the ranks' collectives are the thread group's or Gloo's); throws
-// one line.
-void check_ddp_backend(const Scenario& sc);
+// The backend the ranks train on, "sim" or "cuda", or one line saying why not. In threads of this
+// process (`launched` false) only the simulator (the thread group's collectives); under a launcher
+// (one process per rank) also cuda, whose gradients go through NCCL: asked by name, or auto with a
+// GPU present, where the cuda backend was built with NCCL (auto falls back to sim without NCCL).
+std::string check_ddp_backend(const Scenario& sc, bool launched = false);
 // Rank `rank`'s share of the job's checkpoint options: rank 0 alone saves (and reports notes);
 // every rank stops at the same step and resumes from the same checkpoint (any launcher of ranks).
 CheckpointOptions rank_checkpoint_options(const CheckpointOptions& job, int rank);

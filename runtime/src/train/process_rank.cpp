@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "furnace/error.h"
@@ -44,20 +45,24 @@ void gloo_address(const Scenario& sc, const WorkerEnv& w, GlooGroupOptions& o) {
   o.hostname = name;
 }
 
-// What a launched rank needs before it starts anything; throws one line.
-void check_launched_rank(const Scenario& sc, const Topology& topology, const WorkerEnv& w) {
-  check_ddp_backend(sc);
+// What a launched rank needs before it starts anything; throws one line. Returns the backend
+// ("sim" or "cuda"). On cuda the real driver says whether LOCAL_RANK names a visible GPU (the
+// TrainingRun's "invalid device ordinal"); on the simulator the topology does, here.
+std::string check_launched_rank(const Scenario& sc, const Topology& topology, const WorkerEnv& w) {
+  const std::string backend = check_ddp_backend(sc, /*launched=*/true);
   check_ddp_device(sc);
   FURNACE_CHECK(sc.nproc == -1 || sc.nproc == w.world_size)
       << "--nproc " << sc.nproc << " does not apply under a launcher: " << w.launcher << " started WORLD_SIZE="
       << w.world_size << " processes; drop --nproc (the launcher's --nproc-per-node sets it)";
+  check_ddp_batch(sc, w.world_size);
+  if (backend == "cuda") return backend;
   const Visibility v = resolve_visibility(topology.gpus, sc.env);
   FURNACE_CHECK(w.local_rank < v.count())
       << "torch.cuda.set_device(" << w.local_rank << ") (its LOCAL_RANK): the process sees " << v.count() << " GPU"
       << (v.count() == 1 ? "" : "s") << " of '" << topology.name << "' (" << describe_cuda_environment(sc.env)
       << "): CUDA error: invalid device ordinal; launch at most " << v.count() << " process"
       << (v.count() == 1 ? "" : "es") << " per node";
-  check_ddp_batch(sc, w.world_size);
+  return backend;
 }
 
 // A rank's summary as text for the store: every field in a fixed order, doubles in full.
@@ -106,7 +111,8 @@ auto ProcessRank::as_rank(Fn fn) -> decltype(fn()) {
   } catch (const std::exception& e) {
     const Error* err = dynamic_cast<const Error*>(&e);
     const std::string what = err ? err->message() : e.what();
-    if (group_) group_->abort("rank " + std::to_string(worker_.rank) + " failed");
+    if (nccl_) nccl_->abort("rank " + std::to_string(worker_.rank) + " failed");
+    if (control_) control_->abort("rank " + std::to_string(worker_.rank) + " failed");
     broken_ = "rank " + std::to_string(worker_.rank) + ": " + what;
     FURNACE_FAIL() << broken_;
   }
@@ -117,14 +123,20 @@ ProcessRank::ProcessRank(const Scenario& sc, TraceBus& trace, const CheckpointOp
   as_rank([&] {
     const WorkerEnv& w = worker_;
     const Topology topology = load_topology(sc.topology);
-    check_launched_rank(sc, topology, w);
+    // The real driver reads the real environment once: export --visible/--order before auto's
+    // device count (check_launched_rank) touches CUDA, as make_backend does.
+    if (sc.backend == "cuda" || sc.backend == "auto")
+      for (const auto& [key, value] : sc.env)
+        if (key == kCudaVisibleDevices || key == kCudaDeviceOrder) ::setenv(key.c_str(), value.c_str(), 1);
+    const std::string backend = check_launched_rank(sc, topology, w);
+    const bool cuda = backend == "cuda";
     const bool saving = (w.rank == 0 && !checkpoints.path.empty()) || checkpoints.resume;
     std::shared_ptr<const TrainingData> data = load_training_data(sc, saving);
 
     // This process holds one simulated GPU: its model, gradients, buckets (as large as the
     // gradients) and its rank's share of the batch, as one device training batch / world rows
-    // (plus DataParallel's replica-sized allowance for the buckets).
-    {
+    // (plus DataParallel's replica-sized allowance for the buckets). A real GPU holds its own.
+    if (!cuda) {
       Scenario one = sc;
       one.parallel = "dp";
       one.batch = sc.batch / w.world_size;
@@ -140,23 +152,33 @@ ProcessRank::ProcessRank(const Scenario& sc, TraceBus& trace, const CheckpointOp
                         host_memory_budget(sc.workers));
     }
 
-    machine_ = std::make_unique<SimMachine>(topology);
+    // The simulator: this node's machine, this process one of its processes. cuda: the real GPUs
+    // (no machine: the TrainingRun makes the cuda backend and trains on cuda:LOCAL_RANK).
+    if (!cuda) machine_ = std::make_unique<SimMachine>(topology);
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(std::llround(sc.dist_timeout_s * 1000)));
     store_ = std::make_unique<TcpStore>(w.master_addr, w.master_port, w.rank == 0, timeout);
+    // Gloo: the gradients on the simulator; on GPUs the job's control only (the stop signal, the
+    // abort that ends the others' wait between steps), as a script's extra gloo group.
     GlooGroupOptions options;
     options.timeout = timeout;
-    options.topology = &machine_->topology();
+    options.topology = machine_ ? &machine_->topology() : nullptr;
     options.node = w.group_rank;
     gloo_address(sc, w, options);
-    group_ = make_gloo_group(*store_, w.rank, w.world_size, options);
+    control_ = make_gloo_group(*store_, w.rank, w.world_size, options);
+    if (cuda) {
+      NcclGroupOptions nccl;
+      nccl.timeout = timeout;
+      nccl_ = make_nccl_group(*store_, w.rank, w.world_size, /*device=*/w.local_rank, nccl);
+    }
 
     setup_.rank = w.rank;
     setup_.world = w.world_size;
     setup_.machine = machine_.get();
-    setup_.process = &machine_->spawn("rank " + std::to_string(w.rank), sc.env);
-    setup_.group = group_.get();
+    setup_.process = machine_ ? &machine_->spawn("rank " + std::to_string(w.rank), sc.env) : nullptr;
+    setup_.group = nccl_ ? nccl_.get() : static_cast<ProcessGroup*>(control_.get());
     setup_.data = data;
     Scenario mine = sc;
+    mine.backend = backend;
     mine.device = w.local_rank;  // torch.cuda.set_device(LOCAL_RANK)
     mine.evaluate = sc.evaluate && w.rank == 0;
     CheckpointOptions ck = rank_checkpoint_options(checkpoints, w.rank);
@@ -176,7 +198,7 @@ std::optional<Progress> ProcessRank::step() {
     // Every rank stops after the same step: the largest signal any of them got.
     if (stop_signal_ == 0) {
       std::vector<double> signal{stop_requested_ ? static_cast<double>(stop_requested_()) : 0.0};
-      group_->all_reduce_max(signal);
+      control_->all_reduce_max(signal);
       stop_signal_ = static_cast<int>(signal[0]);
     }
     std::optional<Progress> p = run_->step();

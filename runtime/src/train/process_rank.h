@@ -1,8 +1,10 @@
 // train/process_rank: `--parallel ddp` in a process a launcher started (`furnace launch`,
 // torchrun, mpirun, srun): this process is one rank, RANK of WORLD_SIZE, on cuda:LOCAL_RANK of
-// its node's simulated machine. Rank 0 hosts the rendezvous store at MASTER_ADDR:MASTER_PORT;
-// every rank joins the Gloo process group through it, and DDP's buckets are all-reduced by Gloo
-// between the processes. Rank 0 logs, evaluates and writes checkpoints; every rank reports its
+// its node's simulated machine, or of the real GPUs with --backend cuda. Rank 0 hosts the
+// rendezvous store at MASTER_ADDR:MASTER_PORT; every rank joins the Gloo process group through
+// it. On the simulator DDP's buckets are all-reduced by Gloo between the processes; on GPUs by
+// NCCL (furnace/nccl_group.h, its unique id through the same store), Gloo then carrying only the
+// job's control. Rank 0 logs, evaluates and writes checkpoints; every rank reports its
 // time and memory to rank 0 at the end.
 //
 // A rank that fails aborts the group: the others' collectives fail at once and each rank exits
@@ -18,6 +20,7 @@
 
 #include "furnace/gloo_group.h"   // defines: GlooGroup
 #include "furnace/launch_env.h"   // defines: WorkerEnv
+#include "furnace/nccl_group.h"   // defines: make_nccl_group
 #include "furnace/sim_machine.h"  // defines: SimMachine
 #include "furnace/tcp_store.h"    // defines: TcpStore
 #include "train/ddp_job.h"        // defines: DdpJob
@@ -51,7 +54,8 @@ class ProcessRank final : public DdpJob {
   WorkerEnv worker_;
   std::unique_ptr<SimMachine> machine_;
   std::unique_ptr<TcpStore> store_;
-  std::unique_ptr<GlooGroup> group_;
+  std::unique_ptr<GlooGroup> control_;     // Gloo: the stop signal; the gradients too on the simulator
+  std::unique_ptr<ProcessGroup> nccl_;     // --backend cuda: the gradients (destroyed before control_)
   RankSetup setup_;
   std::unique_ptr<TrainingRun> run_;
   std::function<int()> stop_requested_;

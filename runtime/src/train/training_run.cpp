@@ -348,8 +348,11 @@ void TrainingRun::start(const RankSetup* rank) {
   s.topology = load_topology(sc.topology);
   s.data = rank ? rank->data : load_training_data(sc, s.saving || resume);
 
-  s.rt = std::make_unique<Runtime>(rank ? rank->machine->attach(*rank->process, &trace)
-                                        : make_backend(sc.backend, s.topology, &trace, sc.env),
+  // A rank on the simulator attaches to its machine; a rank with no machine (--backend cuda under
+  // a launcher) makes the real backend, as a single run does, and trains on cuda:LOCAL_RANK
+  // (sc.device, set by ProcessRank).
+  s.rt = std::make_unique<Runtime>(rank && rank->machine ? rank->machine->attach(*rank->process, &trace)
+                                                         : make_backend(sc.backend, s.topology, &trace, sc.env),
                                    trace);
   Runtime& rt = *s.rt;
   rt.init();  // the first device use: CUDA_VISIBLE_DEVICES is read now ("No CUDA GPUs are available")

@@ -3,7 +3,9 @@
 // type appears here, so everything above builds with a plain C++ compiler.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -11,6 +13,7 @@
 
 #include "furnace/raw_allocator.h"  // defines: RawAllocator
 #include "furnace/dtype.h"
+#include "furnace/error.h"     // defines: Error
 #include "furnace/process.h"   // defines: Environment
 #include "furnace/topology.h"
 
@@ -32,6 +35,38 @@ struct KernelCost {
   double flops = 0;  // floating-point operations
   double bytes = 0;  // bytes read + written in device memory
   DType dtype = DType::f32;
+};
+
+// One rank's NCCL communicator on one device (ProcessGroupNCCL's ncclComm_t with its stream): the
+// collectives between processes, one process per GPU. Every collective is queued on the
+// communicator's own stream (the device's communication stream, ProcessGroup::kCommStream) after an
+// event recorded on the caller's `stream` (a logical stream of this backend), so it overlaps what
+// the caller queues afterwards; the host does not wait. Before each one a tiny all-reduce of a
+// header (what it is, its element count and root, one slot per rank) runs on the same stream; a
+// watchdog thread reads it back and aborts the communicator when the ranks called different
+// collectives. The watchdog also polls ncclCommGetAsyncError and each collective's end: an error
+// or a collective that has not ended within `timeout` aborts the communicator (ncclCommAbort, which
+// releases kernels waiting for a dead peer); every later call then throws that one line. An error,
+// never a hang.
+class RankCommunicator {
+ public:
+  virtual ~RankCommunicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual int device() const = 0;
+  // In-place sum over the ranks of `count` f32 elements at device pointer `data`. Returns the
+  // collective's number, for stream_wait.
+  virtual uint64_t all_reduce_sum_f32(float* data, size_t count, int stream) = 0;
+  // Rank `root`'s `count` f32 elements into every rank's `data`.
+  virtual uint64_t broadcast_f32(float* data, size_t count, int root, int stream) = 0;
+  // `stream` (of this device) runs its later work only after collective `seq` (and every one
+  // before it) has ended on the communication stream: cudaStreamWaitEvent, the host does not wait.
+  virtual void stream_wait(uint64_t seq, int stream) = 0;
+  // Returns once every rank has reached it and every collective queued so far has ended (the
+  // host waits, polling; throws on error or timeout).
+  virtual void barrier() = 0;
+  // This rank gives up: ncclCommAbort; every later call throws a line naming `reason`.
+  virtual void abort(const std::string& reason) = 0;
 };
 
 class Backend {
@@ -115,6 +150,22 @@ class Backend {
     return false;
   }
 
+  // ---- collectives between processes (optional) ----------------------------------------------
+  // ncclGetUniqueId: the bytes rank 0 hands every rank (through the store) to make a communicator.
+  // Default: this backend has no NCCL (one line saying so).
+  virtual std::vector<char> comm_unique_id() {
+    throw Error(std::string("this backend (") + name() + ") has no NCCL: collectives between processes on it go through "
+                "Gloo (--backend sim); NCCL needs the cuda backend built with NCCL");
+  }
+  // ncclCommInitRank on `device` as `rank` of `nranks`, from rank 0's `id`; every rank calls it
+  // (it returns once all have, or throws after `timeout`). Default: as comm_unique_id.
+  virtual std::unique_ptr<RankCommunicator> make_rank_communicator(const std::vector<char>& /*id*/, int /*rank*/,
+                                                                   int /*nranks*/, int /*device*/,
+                                                                   std::chrono::milliseconds /*timeout*/) {
+    comm_unique_id();
+    return nullptr;
+  }
+
   // ---- the process's view of the machine (optional) -----------------------------------------
   // The first device use in this process (cuInit, PyTorch's lazy init): a backend whose devices
   // depend on the process's environment (CUDA_VISIBLE_DEVICES) fixes them here; until then its
@@ -156,6 +207,8 @@ bool cuda_backend_built();
 // where it was built, "0" peer copies; anything else is an error (a typo such as "off" would
 // otherwise leave NCCL on without a word).
 bool nccl_requested();
+// True where the cuda backend was built with NCCL (FURNACE_WITH_NCCL): its RankCommunicator exists.
+bool nccl_built();
 int cuda_device_count();  // real CUDA devices; 0 when not built or no driver/device
 std::unique_ptr<Backend> make_backend(const std::string& name, const Topology& topology,
                                       TraceBus* trace);

@@ -37,6 +37,7 @@
 #include "backend/cuda/ops/cuda_ops.h"  // defines: make_cuda_ops
 #ifdef FURNACE_WITH_NCCL
 #include "backend/cuda/nccl_comms.h"
+#include "backend/cuda/nccl_rank_comm.h"  // defines: make_nccl_rank_communicator, nccl_unique_id
 #endif
 
 namespace furnace::cuda {
@@ -345,6 +346,17 @@ class CudaBackend final : public Backend, public DeviceResources {
     return false;
 #endif
   }
+
+#ifdef FURNACE_WITH_NCCL
+  // Between processes (one GPU each): the communicator's collectives wait for the device's compute
+  // stream, which every logical stream maps to. Without NCCL, Backend's defaults say so.
+  std::vector<char> comm_unique_id() override { return nccl_unique_id(); }
+  std::unique_ptr<RankCommunicator> make_rank_communicator(const std::vector<char>& id, int rank, int nranks,
+                                                           int device, std::chrono::milliseconds timeout) override {
+    DeviceGuard g(device);
+    return make_nccl_rank_communicator(id, rank, nranks, device, state(device).compute, timeout);
+  }
+#endif
 
   // ---- DeviceResources ------------------------------------------------------------------------
   cudaStream_t stream(int device) override { return state(device).compute; }
