@@ -158,6 +158,11 @@ class GlooProcessGroup final : public GlooGroup {
     } catch (const gloo::Exception& e) {
       broken_ = "ProcessGroup (gloo): rank " + std::to_string(rank_) + " in " + doing + ": " + gloo_reason(e);
       FURNACE_FAIL() << broken_;
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {  // Gloo's own assertions (EnforceNotMet): out of step for good
+      broken_ = "ProcessGroup (gloo): rank " + std::to_string(rank_) + " in " + doing + ": " + gloo_reason(e);
+      FURNACE_FAIL() << broken_;
     }
   }
 

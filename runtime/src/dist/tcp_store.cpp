@@ -79,32 +79,51 @@ bool send_all(int fd, const char* data, size_t n) {
 // The host's side: one thread polling the listening socket, every client and a wake-up pipe.
 class TcpStoreServer {
  public:
+  // Listens on `port` of every interface, as c10d's TCPStore does: MASTER_ADDR names rank 0's host
+  // for the clients, and a host name often resolves, on rank 0 itself, to a loopback address
+  // (Debian's /etc/hosts maps the machine's name to 127.0.1.1) that other nodes cannot reach.
+  // IPv6's wildcard with IPv4-mapped addresses where the host has IPv6, else IPv4's.
   TcpStoreServer(const std::string& addr, int port) {
-    AddrInfo ai;
-    resolve(addr, port, true, ai);
     std::string last = "no address";
-    for (addrinfo* a = ai.list; a && listen_fd_ < 0; a = a->ai_next) {
-      const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    for (const int family : {AF_INET6, AF_INET}) {
+      const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
       if (fd < 0) continue;
-      const int one = 1;
+      const int one = 1, zero = 0;
       ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-      if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 1024) == 0) {
+      sockaddr_storage any{};
+      socklen_t any_len = 0;
+      if (family == AF_INET6) {
+        ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+        auto* a6 = reinterpret_cast<sockaddr_in6*>(&any);
+        a6->sin6_family = AF_INET6;
+        a6->sin6_addr = in6addr_any;
+        a6->sin6_port = htons(static_cast<uint16_t>(port));
+        any_len = sizeof(sockaddr_in6);
+      } else {
+        auto* a4 = reinterpret_cast<sockaddr_in*>(&any);
+        a4->sin_family = AF_INET;
+        a4->sin_addr.s_addr = htonl(INADDR_ANY);
+        a4->sin_port = htons(static_cast<uint16_t>(port));
+        any_len = sizeof(sockaddr_in);
+      }
+      if (::bind(fd, reinterpret_cast<sockaddr*>(&any), any_len) == 0 && ::listen(fd, 1024) == 0) {
         listen_fd_ = fd;
         sockaddr_storage bound{};
         socklen_t len = sizeof bound;
         ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
         port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                                                   : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-      } else {
-        last = std::strerror(errno);
-        ::close(fd);
+        break;
       }
+      last = std::strerror(errno);
+      ::close(fd);
+      if (last.find("in use") != std::string::npos) break;  // IPv4 would find the same port taken
     }
-    FURNACE_CHECK(listen_fd_ >= 0) << "rank 0 cannot host the rendezvous store at " << where(addr, port)
-                                   << " (MASTER_ADDR:MASTER_PORT): " << last
+    FURNACE_CHECK(listen_fd_ >= 0) << "rank 0 cannot host the rendezvous store on port " << port << " (MASTER_PORT; "
+                                   << "the ranks look for it at " << where(addr, port) << "): " << last
                                    << (last.find("in use") != std::string::npos
                                            ? " (another job's store? pick another MASTER_PORT)"
-                                           : " (MASTER_ADDR must be an address of rank 0's host)");
+                                           : "");
     FURNACE_CHECK(::pipe2(wake_, O_CLOEXEC) == 0) << "TCPStore: pipe: " << std::strerror(errno);
     thread_ = std::thread([this] { serve(); });
   }
@@ -267,9 +286,16 @@ TcpStore::TcpStore(std::string addr, int port, bool host, std::chrono::milliseco
       if (fd < 0) continue;
       int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
       if (rc < 0 && errno == EINPROGRESS) {
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-        pollfd p{fd, POLLOUT, 0};
-        rc = ::poll(&p, 1, static_cast<int>(std::clamp<int64_t>(left.count(), 1, kStopPollMs)));
+        // The connection in flight, in slices (a stop signal ends the wait), until the deadline.
+        do {
+          const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+          pollfd p{fd, POLLOUT, 0};
+          rc = ::poll(&p, 1, static_cast<int>(std::clamp<int64_t>(left.count(), 1, kStopPollMs)));
+          if (rc == 0 && stop_signal() != 0) {
+            ::close(fd);
+            check_not_stopped(addr_, port_);
+          }
+        } while ((rc == 0 || (rc < 0 && errno == EINTR)) && Clock::now() < deadline);
         int err = 0;
         socklen_t len = sizeof err;
         if (rc == 1) ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);

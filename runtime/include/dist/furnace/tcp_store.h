@@ -21,7 +21,8 @@ class TcpStoreServer;  // tcp_store.cpp: the host's listening thread
 
 class TcpStore {
  public:
-  // host: bind `addr`:`port` (0 picks a free port: see port()) and serve until destroyed; every
+  // host: listen on `port` of every interface (0 picks a free port: see port()), as c10d does, and
+  // serve until destroyed; `addr` is where the clients find it. Every
   // TcpStore connects as a client. `timeout` bounds connecting and every blocking call.
   TcpStore(std::string addr, int port, bool host, std::chrono::milliseconds timeout);
   ~TcpStore();

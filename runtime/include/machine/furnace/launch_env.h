@@ -55,7 +55,7 @@ struct WorkerEnv {
   int world_size = 1;
   int local_rank = 0;        // LOCAL_RANK, or rank % local_world_size when not set
   int local_world_size = 1;  // LOCAL_WORLD_SIZE, or world_size when not set
-  int group_rank = 0;        // GROUP_RANK (the node), 0 when not set
+  int group_rank = 0;        // GROUP_RANK (the node), or rank / local_world_size when not set
   std::string master_addr;
   int master_port = 0;
   std::string run_id;  // TORCHELASTIC_RUN_ID, empty when not set

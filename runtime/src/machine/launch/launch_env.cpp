@@ -102,7 +102,7 @@ std::optional<WorkerEnv> worker_env_from_environment(const GetEnv& getenv_fn) {
     w.master_port = number("MASTER_PORT", required("MASTER_PORT"), 1, 65535);
     w.local_world_size = optional("LOCAL_WORLD_SIZE", 1, w.world_size, w.world_size);
     w.local_rank = optional("LOCAL_RANK", 0, w.local_world_size - 1, w.rank % w.local_world_size);
-    w.group_rank = optional("GROUP_RANK", 0, w.world_size - 1, 0);
+    w.group_rank = optional("GROUP_RANK", 0, w.world_size - 1, w.rank / w.local_world_size);
     if (const char* id = get("TORCHELASTIC_RUN_ID")) w.run_id = id;
     return w;
   }
