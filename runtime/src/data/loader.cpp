@@ -229,6 +229,13 @@ bool DataLoader::next(Batch& out) {
     r = std::move(*done);
     done.reset();
     ++m.next_to_yield;
+    // The caller's last batch goes back before the next job is sent, so the worker that takes
+    // that job always finds buffers to fill (after the first batch, nothing is allocated,
+    // however the threads are scheduled).
+    if (!r.error) {
+      std::swap(out, r.batch);
+      m.spare.push_back(std::move(r.batch));
+    }
     m.send_one();  // keep prefetch_factor * num_workers batches in flight
   }
   m.work_ready.notify_all();
@@ -238,11 +245,6 @@ bool DataLoader::next(Batch& out) {
     } catch (const std::exception& e) {
       FURNACE_FAIL() << "Caught error in DataLoader worker process " << r.worker << ": " << e.what();
     }
-  }
-  std::swap(out, r.batch);
-  {
-    std::lock_guard<std::mutex> lock(m.mu);
-    m.spare.push_back(std::move(r.batch));  // the caller's last batch: a worker fills it next
   }
   return true;
 }
