@@ -91,6 +91,26 @@ void check_ddp_batch(const Scenario& sc, int world) {
       << sc.batch / world * world << " or " << (sc.batch / world + 1) * world << ")";
 }
 
+void check_ranks_host_memory(const Scenario& sc, const Topology& topology, const TrainingData& data,
+                             const std::vector<int>& local_ranks, int world, bool keeps_state, int threads) {
+  // Every rank's simulated GPU holds its model, gradients, buckets (as large as the gradients, as
+  // DataParallel's replicas are as large as the parameters, which the estimate counts where a
+  // process holds several GPUs) and its share of the batch's activations: DataParallel's estimate
+  // over these GPUs and their share of the global batch.
+  Scenario as_dp = sc;
+  as_dp.parallel = "dp";
+  as_dp.nproc = -1;
+  as_dp.batch = sc.batch / world * static_cast<int64_t>(local_ranks.size());
+  std::vector<std::pair<int, uint64_t>> devices;
+  const Visibility visible = resolve_visibility(topology.gpus, sc.env);
+  for (int r : local_ranks) {
+    const GpuSpec& g = topology.gpus[static_cast<size_t>(visible.devices[static_cast<size_t>(r)].physical_index)];
+    devices.emplace_back(r, g.memory_bytes - std::min(g.memory_bytes, g.context_bytes));
+  }
+  check_host_memory(estimate_host_memory(as_dp, mlp_layer_sizes(sc, data), devices, host_memory_resident(), keeps_state),
+                    host_memory_budget(threads));
+}
+
 CheckpointOptions rank_checkpoint_options(const CheckpointOptions& job, int rank) {
   CheckpointOptions ck;
   if (rank == 0) {
@@ -118,25 +138,9 @@ DdpRanks::DdpRanks(const Scenario& sc, TraceBus& trace, const CheckpointOptions&
   const bool keeps_state = !checkpoints.path.empty() || checkpoints.resume;
   std::shared_ptr<const TrainingData> data = load_training_data(sc, keeps_state);
 
-  // Host memory: every rank's simulated GPU holds its model, gradients, buckets (as large as the
-  // gradients, as DataParallel's replicas are as large as the parameters) and its share of the
-  // batch's activations: DataParallel's estimate over the same GPUs and global batch.
-  {
-    Scenario as_dp = sc;
-    as_dp.parallel = "dp";
-    as_dp.nproc = -1;
-    std::vector<int> sizes{data->train.rows * data->train.cols};
-    sizes.insert(sizes.end(), sc.hidden.begin(), sc.hidden.end());
-    sizes.push_back(10);
-    std::vector<std::pair<int, uint64_t>> devices;
-    const Visibility visible = resolve_visibility(topology.gpus, sc.env);
-    for (int r = 0; r < world_; ++r) {
-      const GpuSpec& g = topology.gpus[static_cast<size_t>(visible.devices[static_cast<size_t>(r)].physical_index)];
-      devices.emplace_back(r, g.memory_bytes - std::min(g.memory_bytes, g.context_bytes));
-    }
-    check_host_memory(estimate_host_memory(as_dp, sizes, devices, host_memory_resident(), keeps_state),
-                      host_memory_budget(world_ + sc.workers * world_));
-  }
+  std::vector<int> all_ranks(static_cast<size_t>(world_));
+  for (int r = 0; r < world_; ++r) all_ranks[static_cast<size_t>(r)] = r;
+  check_ranks_host_memory(sc, topology, *data, all_ranks, world_, keeps_state, world_ + sc.workers * world_);
 
   machine_ = std::make_unique<SimMachine>(topology);
   ThreadGroupOptions options;

@@ -44,6 +44,10 @@ void check_ddp_batch(const Scenario& sc, int world);
 std::string check_ddp_backend(const Scenario& sc, bool launched = false);
 // Rank `rank`'s share of the job's checkpoint options: rank 0 alone saves (and reports notes);
 // every rank stops at the same step and resumes from the same checkpoint (any launcher of ranks).
+// Throws check_host_memory's line when this process cannot hold the simulated GPUs of
+// `local_ranks` (cuda:r each) with their share of the global batch over `world` ranks.
+void check_ranks_host_memory(const Scenario& sc, const Topology& topology, const TrainingData& data,
+                             const std::vector<int>& local_ranks, int world, bool keeps_state, int threads);
 CheckpointOptions rank_checkpoint_options(const CheckpointOptions& job, int rank);
 // --device is not set: each rank's LOCAL_RANK picks its device; throws one line.
 void check_ddp_device(const Scenario& sc);

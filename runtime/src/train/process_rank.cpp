@@ -133,24 +133,8 @@ ProcessRank::ProcessRank(const Scenario& sc, TraceBus& trace, const CheckpointOp
     const bool saving = (w.rank == 0 && !checkpoints.path.empty()) || checkpoints.resume;
     std::shared_ptr<const TrainingData> data = load_training_data(sc, saving);
 
-    // This process holds one simulated GPU: its model, gradients, buckets (as large as the
-    // gradients) and its rank's share of the batch, as one device training batch / world rows
-    // (plus DataParallel's replica-sized allowance for the buckets). A real GPU holds its own.
-    if (!cuda) {
-      Scenario one = sc;
-      one.parallel = "dp";
-      one.batch = sc.batch / w.world_size;
-      one.device_ids = std::vector<int>{w.local_rank};
-      std::vector<int> sizes{data->train.rows * data->train.cols};
-      sizes.insert(sizes.end(), sc.hidden.begin(), sc.hidden.end());
-      sizes.push_back(10);
-      const Visibility visible = resolve_visibility(topology.gpus, sc.env);
-      const GpuSpec& g =
-          topology.gpus[static_cast<size_t>(visible.devices[static_cast<size_t>(w.local_rank)].physical_index)];
-      check_host_memory(estimate_host_memory(one, sizes, {{w.local_rank, g.memory_bytes - std::min(g.memory_bytes, g.context_bytes)}},
-                                             host_memory_resident(), saving),
-                        host_memory_budget(sc.workers));
-    }
+    // This process holds one simulated GPU and its rank's share of the batch. A real GPU holds its own.
+    if (!cuda) check_ranks_host_memory(sc, topology, *data, {w.local_rank}, w.world_size, saving, sc.workers);
 
     // The simulator: this node's machine, this process one of its processes. cuda: the real GPUs
     // (no machine: the TrainingRun makes the cuda backend and trains on cuda:LOCAL_RANK).

@@ -67,4 +67,11 @@ std::shared_ptr<const TrainingData> load_training_data(const Scenario& sc, bool 
   return d;
 }
 
+std::vector<int> mlp_layer_sizes(const Scenario& sc, const TrainingData& data) {
+  std::vector<int> sizes{data.train.rows * data.train.cols};
+  sizes.insert(sizes.end(), sc.hidden.begin(), sc.hidden.end());
+  sizes.push_back(10);
+  return sizes;
+}
+
 }  // namespace furnace

@@ -23,4 +23,7 @@ struct TrainingData {
 // when sc.normalize. Throws one line for missing files or a batch larger than the training set.
 std::shared_ptr<const TrainingData> load_training_data(const Scenario& sc, bool with_crc);
 
+// The MLP's layer widths for `sc` on `data`: the image's pixels, sc.hidden, the 10 classes.
+std::vector<int> mlp_layer_sizes(const Scenario& sc, const TrainingData& data);
+
 }  // namespace furnace

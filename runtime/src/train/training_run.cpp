@@ -37,8 +37,6 @@
 namespace furnace {
 namespace {
 
-constexpr int kClasses = 10;
-
 // CRC32 of the epoch's sample order (int64 indices): the shuffle's outcome, compared on resume.
 uint32_t order_checksum(const DataLoader& loader) { return indices_checksum(loader.epoch_order()); }
 
@@ -372,9 +370,7 @@ void TrainingRun::start(const RankSetup* rank) {
   ops::set_allow_tf32(rt, sc.allow_tf32);
   OpContext ctx{rt, sc.device, 0};
 
-  std::vector<int> sizes{s.data->train.rows * s.data->train.cols};
-  sizes.insert(sizes.end(), sc.hidden.begin(), sc.hidden.end());
-  sizes.push_back(kClasses);
+  const std::vector<int> sizes = mlp_layer_sizes(sc, *s.data);
   // The simulator keeps every device's tensors in host RAM: refuse what this machine cannot hold
   // now, rather than be killed by the kernel halfway.
   if (rt.backend().host_accessible() && !rank)  // (DdpRanks checks for all its ranks)
