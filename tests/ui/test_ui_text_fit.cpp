@@ -2,7 +2,8 @@
 // with a TextOverflowLog installed; a label that CalcTextSize says is wider than its room (a GPU
 // name in its box, a caption beside a bar) or a window whose items reach past its right edge fails
 // the test with the window and the text. Layouts: the live DataParallel run alone, each panel
-// alone, and lesson steps (before and after Run and check) in English and Chinese.
+// alone, and lesson steps (before and after Run and check, in each parallel mode) in English and
+// Chinese.
 #include <gtest/gtest.h>
 #include <imgui.h>
 #include <imgui_internal.h>  // defines: ImTextCharFromUtf8
@@ -17,6 +18,7 @@
 #include "fake_run.h"
 #include "lang.h"
 #include "panels.h"
+#include "runner.h"  // defines: describe_scenario
 #include "text_fit.h"
 #include "theme.h"
 
@@ -110,12 +112,25 @@ TEST_P(TextFit, TheDdpLayoutAtEveryStage) {
   }
 }
 
-// Lesson steps beside the live panels, before the step ran and after its checks.
+// Lesson steps beside the live panels, before the step ran and after its checks. Beside a lesson
+// the Step flow, every knob of the Controls and the Devices' notes are in view without scrolling,
+// in each parallel mode (the Controls' knobs and the run's description differ).
 TEST_P(TextFit, LessonSteps) {
   LessonDriver lessons;
   lessons.load();
   const std::pair<const char*, int> steps[] = {{"01-single-card", 0}, {"03-device-mapping", 1},
                                                {"05-memory", 2}, {"05-memory", 4}, {"08-select-gpu", 0}, {"11-mixed-precision", 1}, {"13-ddp", 1}};
+  const std::vector<std::string> must_fit = {"flow", "controls", "devices"};
+  auto each_mode = [&](SnapshotBuilder& b, const std::string& when) {
+    for (const char* mode : {"none", "dp", "ddp"}) {
+      app_.controls.parallel = mode;
+      Scenario sc = app_.controls.scenario;
+      sc.topology = "workstation-4x3090";  // the longest machine name, as the lessons' runs
+      sc.parallel = mode;
+      b.snapshot().run.scenario = describe_scenario(sc);
+      EXPECT_EQ(overflows(b.snapshot(), 4, must_fit), "") << when << ", parallel " << mode;
+    }
+  };
   for (const auto& [id, step] : steps) {
     const int index = lessons.find(id);
     ASSERT_GE(index, 0) << id;
@@ -124,13 +139,29 @@ TEST_P(TextFit, LessonSteps) {
     SnapshotBuilder b = testing::fake_dp_run();
     app_.is_open(PanelId::lesson) = true;
     b.snapshot().lesson = lessons.view();
-    EXPECT_EQ(overflows(b.snapshot(), 4, {"flow"}), "") << id << " step " << step + 1 << " before running";
+    each_mode(b, std::string(id) + " step " + std::to_string(step + 1) + " before running");
     lessons.run_current();
     lessons.wait();
     lessons.poll();
     b.snapshot().lesson = lessons.view();
-    EXPECT_EQ(overflows(b.snapshot(), 4, {"flow"}), "") << id << " step " << step + 1 << " after running";
+    each_mode(b, std::string(id) + " step " + std::to_string(step + 1) + " after running");
   }
+}
+
+// Beside a lesson the Devices' notes fit at their longest: a CUDA_VISIBLE_DEVICES that stopped at
+// an entry (the entries in two rows, then the reason), as set and edited since CUDA initialised
+// (the warning and its restart button).
+TEST_P(TextFit, DevicesNotesBesideALesson) {
+  SnapshotBuilder b = testing::fake_dp_run();
+  app_.is_open(PanelId::lesson) = true;
+  const Environment env{{kCudaVisibleDevices, "0,2,-1,1"}};
+  b.snapshot().visibility = resolve_visibility(b.snapshot().topology.gpus, env);
+  ASSERT_NE(b.snapshot().visibility.stop, VisibilityStop::none);
+  app_.env.visible_set = true;
+  app_.env.visible = "0,2,-1,1";
+  EXPECT_EQ(overflows(b.snapshot(), 4, {"devices"}), "") << "as set";
+  app_.env.visible = "1,0";
+  EXPECT_EQ(overflows(b.snapshot(), 4, {"devices"}), "") << "edited";
 }
 
 // Every Chinese character of the panels' own labels is in the font atlas (ui_glyphs): ImGui's

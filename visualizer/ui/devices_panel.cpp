@@ -16,6 +16,7 @@
 #include "panels.h"  // defines: the panel structs, Ui, human_bytes, short_gpu_name
 #include "text_fit.h"  // defines: text_in_box, check_fit
 #include "theme.h"   // defines: colors::*, stage_color, with_alpha
+#include "wrapped_label.h"  // defines: wrapped_label
 
 namespace furnace::viz {
 namespace {
@@ -59,6 +60,57 @@ const char* stop_text(VisibilityStop s) {
     case VisibilityStop::duplicate: return "a GPU named twice: the whole list is empty";
   }
   return "";
+}
+
+// One entry of CUDA_VISIBLE_DEVICES as the notes show it: what became of it, in a box.
+struct EntryChip {
+  std::string text;  // "2 -> cuda:0", "-1 stops here", "7 ignored"
+  ImU32 color;
+  float x;  // from the notes' left edge
+  int row;
+};
+
+constexpr const char* kEntriesLabel = "entries: ";
+
+// The entries of `vis`'s CUDA_VISIBLE_DEVICES, laid out in rows `width` pixels wide after
+// kEntriesLabel; none when the variable is unset or empty.
+std::vector<EntryChip> entry_chips(const Visibility& vis, float width) {
+  std::vector<EntryChip> chips;
+  if (!vis.cuda_visible_devices || vis.cuda_visible_devices->empty()) return chips;
+  const std::string& value = *vis.cuda_visible_devices;
+  const float indent = ImGui::CalcTextSize(kEntriesLabel).x;
+  float x = indent;
+  int row = 0;
+  int index = 0;
+  for (size_t start = 0; start <= value.size(); ++index) {
+    size_t end = value.find(',', start);
+    if (end == std::string::npos) end = value.size();
+    const std::string entry = value.substr(start, end - start);
+    start = end + 1;
+    const int k = index + 1;  // 1-based, as Visibility::stop_entry
+    ImU32 col = colors::kTextDim;
+    std::string what = "ignored";
+    if (vis.stop != VisibilityStop::none && k == vis.stop_entry) {
+      col = colors::kWarning;
+      what = "stops here";
+    } else if (vis.stop == VisibilityStop::none || k < vis.stop_entry) {
+      for (const VisibleDevice& d : vis.devices)
+        if (d.entry == entry) {
+          what = "-> cuda:" + std::to_string(d.ordinal);
+          col = colors::kAllocated;
+        }
+    }
+    std::string text = (entry.empty() ? std::string("''") : entry) + " " + what;
+    const float w = ImGui::CalcTextSize(text.c_str()).x;
+    if (x + w + 8 > width && x > 60) {  // the next row, under the first entry
+      x = indent;
+      ++row;
+    }
+    chips.push_back({std::move(text), col, x, row});
+    x += w + 14;
+    if (end == value.size()) break;
+  }
+  return chips;
 }
 
 }  // namespace
@@ -105,6 +157,7 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
                                                           "CUDA_DEVICE_ORDER：应用掩码之前 CUDA 怎样给 GPU 编号"));
   ImGui::SameLine();
   if (ImGui::SmallButton(tr(zh, "try###try", "示例###try"))) ImGui::OpenPopup("examples");
+  const float try_right = ImGui::GetItemRectMax().x;
   if (ImGui::BeginPopup("examples")) {
     std::string uuid = n > 1 ? topo.gpus[1].uuid.substr(0, 8) : "GPU-";
     const std::string examples[] = {"2,1", "0,2,-1,1", "1,1", uuid, "0,7", ""};
@@ -118,25 +171,34 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
     if (ImGui::Selectable("(not set)")) app.env.visible_set = false;
     ImGui::EndPopup();
   }
+  // Once CUDA is initialised an edit waits for a restart: its button after "try" where it fits
+  // (a line saved beside a lesson), else under the note (after a wrapped text SameLine would put
+  // it past the panel's right edge).
+  const bool differs = snap.visibility_frozen &&
+                       (app.env.visible_set != vis.cuda_visible_devices.has_value() ||
+                        (vis.cuda_visible_devices && *vis.cuda_visible_devices != app.env.visible) ||
+                        app.env.order != device_order_name(vis.order));
+  const char* restart = tr(zh, "restart###restart", "重新开始###restart");
+  const float right_edge = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+  const bool restart_beside_try =
+      right_edge - try_right >= style.ItemSpacing.x + ImGui::CalcTextSize(restart, nullptr, true).x + 2 * style.FramePadding.x;
+  if (differs && restart_beside_try) {
+    ImGui::SameLine();
+    if (ImGui::SmallButton(restart)) app.restart_requested = true;
+  }
 
+  // Wrapped by wrapped_label: ImGui's own wrapping breaks a Chinese line after "CUDA".
   if (snap.visibility_frozen) {
-    const bool differs = app.env.visible_set != vis.cuda_visible_devices.has_value() ||
-                         (vis.cuda_visible_devices && *vis.cuda_visible_devices != app.env.visible) ||
-                         app.env.order != device_order_name(vis.order);
-    ImGui::PushStyleColor(ImGuiCol_Text, differs ? colors::kWarning : colors::kTextDim);
-    ImGui::TextWrapped("%s", differs ? tr(zh, "CUDA is initialised in this process: the edit changes nothing until a restart "
-                                             "(a new process reads the variable).",
-                                         "这个进程已经初始化了 CUDA：修改要等重新开始才生效（新进程才会读这个变量）。")
-                                     : tr(zh, "CUDA was initialised at the first device use: the mapping is frozen for this process.",
-                                          "CUDA 在第一次使用设备时初始化：这个进程的映射已经固定。"));
-    ImGui::PopStyleColor();
-    // On its own line: after a wrapped text SameLine would put it past the panel's right edge.
-    if (differs && ImGui::SmallButton(tr(zh, "restart###restart", "重新开始###restart"))) app.restart_requested = true;
+    wrapped_label(differs ? colors::kWarning : colors::kTextDim,
+                  differs ? tr(zh, "CUDA is initialised in this process: the edit changes nothing until a restart "
+                                   "(a new process reads the variable).",
+                               "这个进程已经初始化了 CUDA：修改要等重新开始才生效（新进程才会读这个变量）。")
+                          : tr(zh, "CUDA was initialised at the first device use: the mapping is frozen for this process.",
+                               "CUDA 在第一次使用设备时初始化：这个进程的映射已经固定。"));
+    if (differs && !restart_beside_try && ImGui::SmallButton(restart)) app.restart_requested = true;
   } else {
-    ImGui::PushStyleColor(ImGuiCol_Text, colors::kAllocated);
-    ImGui::TextWrapped("%s", tr(zh, "CUDA is not initialised yet: edits apply now (press Run > Restart to train).",
-                                "CUDA 还没有初始化：修改立即生效（点 运行 > 重新开始 来训练）。"));
-    ImGui::PopStyleColor();
+    wrapped_label(colors::kAllocated, tr(zh, "CUDA is not initialised yet: edits apply now (press Run > Restart to train).",
+                                         "CUDA 还没有初始化：修改立即生效（点 运行 > 重新开始 来训练）。"));
   }
 
   // ---- the diagram -------------------------------------------------------------------------
@@ -145,9 +207,38 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
   const ImVec2 avail = ImGui::GetContentRegionAvail();
   const float line = ImGui::GetTextLineHeight();
   const float width = std::max(avail.x, 200.0f);
-  // Links, the GPU boxes, room for the arrows, the cuda:N boxes and two lines of notes: a short
-  // panel scrolls rather than draw the cuda:N boxes over the GPUs.
-  const float height = std::max(avail.y, 11.0f * line + 14);
+  // The notes under the cuda:N boxes: the legend, the entries of CUDA_VISIBLE_DEVICES in rows
+  // and where the list stopped. Their height is kept free below the boxes, so that a short panel
+  // (beside a lesson) shows them rather than draw them past its bottom edge.
+  const bool hide_mapping = snap.lesson.awaiting_answer();
+  const int m = vis.count();
+  char full[160], brief[96];
+  if (zh) {
+    std::snprintf(full, sizeof full, "上面：按 nvidia-smi 顺序的物理 GPU；下面：进程看到的 %d 个设备", m);
+    std::snprintf(brief, sizeof brief, "上面：物理 GPU；下面：进程看到的 %d 个设备", m);
+  } else {
+    std::snprintf(full, sizeof full, "above: the physical GPUs in nvidia-smi order; below: what the process sees, %d device%s",
+                  m, m == 1 ? "" : "s");
+    std::snprintf(brief, sizeof brief, "above: nvidia-smi order; below: the process's %d", m);
+  }
+  const std::vector<EntryChip> chips = entry_chips(vis, width);
+  auto notes_height = [&](const char* legend) {
+    if (hide_mapping) return 0.0f;
+    float h = 3 + ImGui::CalcTextSize(legend, nullptr, false, width).y + 3;
+    if (!chips.empty()) h += static_cast<float>(chips.back().row + 1) * (line + 4) - 2;
+    if (vis.stop != VisibilityStop::none) h += line + 4;
+    return h;
+  };
+  // Links, the GPU boxes, room for the arrows, the cuda:N boxes and the notes (at least two
+  // lines): a short panel scrolls rather than draw the cuda:N boxes over the GPUs.
+  const float box_h = 3 * line + 8;
+  const float logical_h = 2 * line + 6;
+  const float boxes_h = 2.2f * line + box_h + 1.2f * line + logical_h;
+  // The legend in full, unless it would not fit below the boxes and its brief form would, on one line.
+  const bool short_of_room = boxes_h + notes_height(full) > avail.y;
+  const char* legend = short_of_room && ImGui::CalcTextSize(brief).x <= width ? brief : full;
+  const float notes_h = notes_height(legend);
+  const float height = std::max(avail.y, boxes_h + std::max(notes_h, 2.6f * line));
   ImGui::InvisibleButton("##diagram", ImVec2(width, height));
   if (n == 0) {
     dl->AddText(origin, colors::kTextDim, "no topology loaded");
@@ -157,12 +248,10 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
   const float box_w = std::min(170.0f, (width - gap * static_cast<float>(n - 1)) / static_cast<float>(n));
   const float row_w = box_w * static_cast<float>(n) + gap * static_cast<float>(n - 1);
   const float x0 = origin.x + std::max(0.0f, (width - row_w) * 0.5f);
-  const float box_h = 3 * line + 8;
   const float link_y = origin.y + line * 0.6f;
   const float phys_y = link_y + line * 1.6f;
-  const float logical_h = 2 * line + 6;
   const float logical_y = std::max(phys_y + box_h + 1.2f * line,
-                                   std::min(phys_y + box_h + 3.0f * line, origin.y + height - logical_h - 2.6f * line));
+                                   std::min(phys_y + box_h + 3.0f * line, origin.y + height - logical_h - std::max(notes_h, 2.6f * line)));
   auto box_x = [&](int i) { return x0 + static_cast<float>(i) * (box_w + gap); };
 
   // Links: one bar for a fully connected fabric, arcs for listed pairs, the host bridge otherwise.
@@ -218,7 +307,6 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
 
   // Physical GPUs (nvidia-smi order). A GPU this process cannot see is drawn dimmed, unless the
   // lesson step asks the learner to predict what the process sees: then nothing gives it away.
-  const bool hide_mapping = snap.lesson.awaiting_answer();
   std::vector<bool> visible(static_cast<size_t>(n), hide_mapping);
   for (const VisibleDevice& d : vis.devices)
     if (d.physical_index >= 0 && d.physical_index < n) visible[static_cast<size_t>(d.physical_index)] = true;
@@ -263,7 +351,6 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
     return;
   }
   // Logical devices and their arrows; the arrows glide to new targets when the mapping changes.
-  const int m = vis.count();
   // As wide as the row allows (a few visible GPUs of eight get readable boxes), at most 120 px.
   const float lw = std::min(120.0f, std::max(box_w, (width - gap * static_cast<float>(std::max(0, m - 1))) / static_cast<float>(std::max(1, m))));
   const float lrow = lw * static_cast<float>(m) + gap * static_cast<float>(std::max(0, m - 1));
@@ -290,63 +377,29 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
     x = x < 0 ? target : x + (target - x) * k;
     draw_arrow(dl, ImVec2(a.x + lw * 0.5f, a.y - 1), ImVec2(x, phys_y + box_h + 3), colors::kAllocated, 2.0f, 7.0f);
   }
-  if (zh)
-    std::snprintf(buf, sizeof buf, "上面：按 nvidia-smi 顺序的物理 GPU；下面：进程看到的 %d 个设备", m);
-  else
-    std::snprintf(buf, sizeof buf, "above: the physical GPUs in nvidia-smi order; below: what the process sees, %d device%s",
-                  m, m == 1 ? "" : "s");
   float y = logical_y + logical_h + 3;
   // Wrapped to the panel: on a narrow panel the second half would be cut off.
-  dl->AddText(ImGui::GetFont(), ImGui::GetFontSize(), ImVec2(origin.x, y), colors::kTextDim, buf, nullptr, width);
-  y += ImGui::CalcTextSize(buf, nullptr, false, width).y + 3;
-  // Notes that run past the diagram's area (a short panel beside a lesson) stay reachable: the
-  // window's content reaches down to them, and it scrolls.
+  dl->AddText(ImGui::GetFont(), ImGui::GetFontSize(), ImVec2(origin.x, y), colors::kTextDim, legend, nullptr, width);
+  y += ImGui::CalcTextSize(legend, nullptr, false, width).y + 3;
+  // Notes that still run past the diagram's area stay reachable: the window's content reaches
+  // down to them, and it scrolls.
   auto reach = [&](float bottom) {
     if (bottom > origin.y + height) ImGui::Dummy(ImVec2(1, bottom - (origin.y + height)));
   };
 
   // The entries of CUDA_VISIBLE_DEVICES: which became which cuda:N, where the list stopped, why.
-  if (!vis.cuda_visible_devices || vis.cuda_visible_devices->empty()) {
+  if (chips.empty()) {
     reach(y);
     return;
   }
-  const std::string& value = *vis.cuda_visible_devices;
-  float x = origin.x;
-  dl->AddText(ImVec2(x, y), colors::kTextDim, "entries:");
-  x += ImGui::CalcTextSize("entries: ").x;
-  int index = 0;
-  for (size_t start = 0; start <= value.size(); ++index) {
-    size_t end = value.find(',', start);
-    if (end == std::string::npos) end = value.size();
-    const std::string entry = value.substr(start, end - start);
-    start = end + 1;
-    const int k = index + 1;  // 1-based, as Visibility::stop_entry
-    ImU32 col = colors::kTextDim;
-    const char* what = "ignored";
-    char tag[48];
-    if (vis.stop != VisibilityStop::none && k == vis.stop_entry) {
-      col = colors::kWarning;
-      what = "stops here";
-    } else if (vis.stop == VisibilityStop::none || k < vis.stop_entry) {
-      for (const VisibleDevice& d : vis.devices)
-        if (d.entry == entry) {
-          std::snprintf(tag, sizeof tag, "-> cuda:%d", d.ordinal);
-          what = tag;
-          col = colors::kAllocated;
-        }
-    }
-    std::snprintf(buf, sizeof buf, "%s %s", entry.empty() ? "''" : entry.c_str(), what);
-    const ImVec2 sz = ImGui::CalcTextSize(buf);
-    if (x + sz.x + 8 > origin.x + width && x > origin.x + 60) {  // the next row, under the first entry
-      x = origin.x + ImGui::CalcTextSize("entries: ").x;
-      y += line + 4;
-    }
-    check_fit(buf, origin.x + width - x - 8);
-    dl->AddRect(ImVec2(x, y - 1), ImVec2(x + sz.x + 8, y + line + 1), col);
-    dl->AddText(ImVec2(x + 4, y), col, buf);
-    x += sz.x + 14;
-    if (end == value.size()) break;
+  dl->AddText(ImVec2(origin.x, y), colors::kTextDim, kEntriesLabel);
+  for (const EntryChip& c : chips) {
+    const float x = origin.x + c.x, cy = y + static_cast<float>(c.row) * (line + 4);
+    check_fit(c.text.c_str(), origin.x + width - x - 8);
+    dl->AddRect(ImVec2(x, cy - 1), ImVec2(x + ImGui::CalcTextSize(c.text.c_str()).x + 8, cy + line + 1), c.color);
+    dl->AddText(ImVec2(x + 4, cy), c.color, c.text.c_str());
   }
+  y += static_cast<float>(chips.back().row) * (line + 4);
   if (vis.stop != VisibilityStop::none) {
     y += line + 4;
     std::snprintf(buf, sizeof buf, "entry %d: %s (hover for the rules)", vis.stop_entry, stop_text(vis.stop));

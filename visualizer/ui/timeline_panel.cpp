@@ -86,26 +86,43 @@ void TimelinePanel::draw_frame(AppState& app, const Snapshot& snap) {
     view_start = data.t_min;
     view_span = std::max(data.t_max - data.t_min, 1e-9);
   }
+  // The field gives up width for what follows it on the line (open, close, the clock, the
+  // legend); what still does not fit (a narrow panel beside a lesson) goes on the next line.
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const char* open = tr(zh, "open###open", "打开###open");
+  const char* close = tr(zh, "close###close", "关闭###close");
+  const char* clock = live ? tr(zh, "live, modelled device clock", "实时，建模的设备时钟") : data.source.c_str();
+  const float swatch = ImGui::GetTextLineHeight() * 0.8f;
+  const std::pair<ImU32, const char*> legend[] = {{colors::kKernel, "kernel"}, {colors::kCopy, "copy"}};
+  auto button_w = [&](const char* label) { return ImGui::CalcTextSize(label, nullptr, true).x + 2 * style.FramePadding.x; };
+  auto legend_w = [&](const char* label) { return swatch + 3 + ImGui::CalcTextSize(label).x; };
+  float after = button_w(open) + (have_file ? style.ItemSpacing.x + button_w(close) : 0.0f) +
+                style.ItemSpacing.x + ImGui::CalcTextSize(clock).x;
+  for (const auto& item : legend) after += style.ItemSpacing.x + legend_w(item.second);
+  const float right_edge = ImGui::GetWindowPos().x + ImGui::GetWindowContentRegionMax().x;
+  auto same_line_if_fits = [&](float w) {
+    if (right_edge - ImGui::GetItemRectMax().x >= style.ItemSpacing.x + w) ImGui::SameLine();
+  };
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(std::max(120.0f, ImGui::GetContentRegionAvail().x * 0.35f));
+  const float avail = ImGui::GetContentRegionAvail().x;
+  ImGui::SetNextItemWidth(std::max(100.0f, std::min(avail * 0.35f, avail - style.ItemSpacing.x - after)));
   ImGui::InputTextWithHint("##trace", "trace.json (furnace train --trace)", &path);
-  ImGui::SameLine();
-  if (ImGui::Button(tr(zh, "open###open", "打开###open")) && !path.empty()) {
+  same_line_if_fits(button_w(open));
+  if (ImGui::Button(open) && !path.empty()) {
     app.open_trace = path;
     show_file = true;
   }
   if (have_file) {
-    ImGui::SameLine();
-    if (ImGui::Button(tr(zh, "close###close", "关闭###close"))) app.close_trace_requested = true;
+    same_line_if_fits(button_w(close));
+    if (ImGui::Button(close)) app.close_trace_requested = true;
   }
-  ImGui::SameLine();
-  ImGui::TextDisabled("%s", live ? tr(zh, "live, modelled device clock", "实时，建模的设备时钟") : data.source.c_str());
-  for (const auto& [col, label] : {std::pair{colors::kKernel, "kernel"}, std::pair{colors::kCopy, "copy"}}) {
-    ImGui::SameLine();
+  same_line_if_fits(ImGui::CalcTextSize(clock).x);
+  ImGui::TextDisabled("%s", clock);
+  for (const auto& [col, label] : legend) {
+    same_line_if_fits(legend_w(label));
     const ImVec2 p = ImGui::GetCursorScreenPos();
-    const float sw = ImGui::GetTextLineHeight() * 0.8f;
-    ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(p.x, p.y + 3), ImVec2(p.x + sw, p.y + 3 + sw), col);
-    ImGui::Dummy(ImVec2(sw, sw));
+    ImGui::GetWindowDrawList()->AddRectFilled(ImVec2(p.x, p.y + 3), ImVec2(p.x + swatch, p.y + 3 + swatch), col);
+    ImGui::Dummy(ImVec2(swatch, swatch));
     ImGui::SameLine(0, 3);
     ImGui::TextDisabled("%s", label);
   }

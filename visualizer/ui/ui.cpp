@@ -105,17 +105,19 @@ Rect default_rect(PanelId id, ImVec2 size, float top, bool lesson_open) {
   const float lesson_w = lesson_open ? std::floor(size.x * 0.34f) : 0.0f;
   if (id == PanelId::lesson) return {size.x - lesson_w, top, lesson_w, size.y - top};
   const float W = size.x - lesson_w, H = size.y - top;
-  const float r1 = std::floor(H * 0.36f), r2 = std::floor(H * 0.34f), r3 = H - r1 - r2;
+  // Beside a lesson the Devices panel is narrower, so its diagram and notes take more lines: the
+  // first row gets more of the height and the Timeline less.
+  const float r1 = std::floor(H * (lesson_open ? 0.45f : 0.36f)), r2 = std::floor(H * 0.34f), r3 = H - r1 - r2;
   const float c1 = std::floor(W * 0.42f), c2 = std::floor(W * 0.70f);
   switch (id) {
     case PanelId::devices: return {0, top, c1, r1};
     case PanelId::step_flow: return {c1, top, W - c1, r1};
     case PanelId::memory: return {0, top + r1, c1, r2};
     case PanelId::training: return {c1, top + r1, c2 - c1, r2};
-    // Without a lesson the Controls take the right column's two lower rows: every knob in view at
-    // 1280x800 (beside a lesson the column is too narrow for that; the panel scrolls there).
-    case PanelId::controls: return {c2, top + r1, W - c2, lesson_open ? r2 : r2 + r3};
-    case PanelId::timeline: return {0, top + r1 + r2, lesson_open ? W : c2, r3};
+    // The Controls take the right column's two lower rows: every knob in view at 1280x800 (beside
+    // a lesson, two to a line and the model's behind a closed header).
+    case PanelId::controls: return {c2, top + r1, W - c2, r2 + r3};
+    case PanelId::timeline: return {0, top + r1 + r2, c2, r3};
     case PanelId::lesson: break;
   }
   return {0, top, W, H};
