@@ -24,6 +24,7 @@
 #include "furnace/sim_machine.h"
 #include "furnace/tcp_store.h"
 #include "furnace/topology.h"
+#include "support/loopback.h"      // defines: kLoopback, seconds_since, bytes, text
 #include "support/rank_threads.h"  // defines: on_threads
 #include "support/test_support.h"  // defines: upload, download
 
@@ -31,17 +32,14 @@ namespace furnace {
 namespace {
 
 using ::testing::HasSubstr;
+using test_support::bytes;
+using test_support::Clock;
 using test_support::download;
+using test_support::kLoopback;
+using test_support::seconds_since;
+using test_support::text;
 using test_support::upload;
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-const char* const kLoopback = "127.0.0.1";
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-std::vector<char> bytes(const std::string& s) { return {s.begin(), s.end()}; }
-std::string text(const std::vector<char>& b) { return {b.begin(), b.end()}; }
 
 using test_support::on_threads;  // support/rank_threads.h
 
