@@ -47,13 +47,14 @@ std::string gloo_reason(const std::exception& e) {
   return what;
 }
 
-enum class Kind { barrier = 1, all_reduce = 2, broadcast = 3 };
+enum class Kind { barrier = 1, all_reduce = 2, broadcast = 3, control = 4 };
 
 const char* kind_name(Kind k) {
   switch (k) {
     case Kind::barrier: return "barrier";
     case Kind::all_reduce: return "all_reduce";
     case Kind::broadcast: return "broadcast";
+    case Kind::control: return "all_reduce_max (the stop check before each step)";
   }
   return "?";
 }
@@ -113,15 +114,11 @@ class GlooProcessGroup final : public GlooGroup {
     context_->closeConnections();
   }
 
+  // The header first, as every collective: a rank that calls another collective here gets the
+  // one-line mismatch on every rank instead of Gloo's hang on buffers of different sizes.
   void all_reduce_max(std::vector<double>& values) override {
-    guarded("a control all_reduce (the check before each step that no rank was asked to stop)", [&] {
-      gloo::AllreduceOptions opts(context_);
-      opts.setOutput(values.data(), values.size());
-      opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::max<double>));
-      opts.setTag(next_tag());
-      opts.setTimeout(options_.timeout);
-      gloo::allreduce(opts);
-    });
+    agree(Kind::control, static_cast<int64_t>(values.size()), 0, 0, -1);
+    if (!values.empty()) max_on_host(values, kind_name(Kind::control));
   }
 
  private:
@@ -142,6 +139,19 @@ class GlooProcessGroup final : public GlooGroup {
   };
 
   uint32_t next_tag() { return tag_++; }
+
+  // Every rank's `values` (the same length everywhere) become their elementwise maximum: the
+  // header's exchange and the control collectives' payload.
+  void max_on_host(std::vector<double>& values, const char* doing) {
+    guarded(doing, [&] {
+      gloo::AllreduceOptions opts(context_);
+      opts.setOutput(values.data(), values.size());
+      opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::max<double>));
+      opts.setTag(next_tag());
+      opts.setTimeout(options_.timeout);
+      gloo::allreduce(opts);
+    });
+  }
 
   // Runs `fn` (Gloo calls); a Gloo error breaks the group and becomes one line naming this rank
   // and what it was doing.
@@ -181,14 +191,14 @@ class GlooProcessGroup final : public GlooGroup {
     h[6] = ready_s;
     h[7 + static_cast<size_t>(rank_)] = gpu + 1;
     h[7 + n + static_cast<size_t>(rank_)] = options_.node + 1;
-    all_reduce_max(h);
+    max_on_host(h, kind_name(kind));
     std::ostringstream mismatch;
     if (h[0] != -h[1])
       mismatch << "this rank called " << kind_name(kind) << ", another rank called "
                << kind_name(static_cast<Kind>(h[0] == static_cast<double>(kind) ? -h[1] : h[0]));
     else if (h[2] != -h[3])
-      mismatch << kind_name(kind) << ": ranks passed between " << -h[3] << " and " << h[2] << " f32 elements (this rank "
-               << numel << ")";
+      mismatch << kind_name(kind) << ": ranks passed between " << -h[3] << " and " << h[2]
+               << (kind == Kind::control ? " values" : " f32 elements") << " (this rank " << numel << ")";
     else if (h[4] != -h[5])
       mismatch << "broadcast: ranks named roots between " << -h[5] << " and " << h[4] << " (this rank " << root << ")";
     if (!mismatch.str().empty()) {
