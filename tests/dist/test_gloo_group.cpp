@@ -191,12 +191,15 @@ TEST(GlooGroup, BroadcastCopiesTheRootsTensorAndControlMaxReachesEveryRank) {
     got[static_cast<size_t>(r)] = download(rt, t);
     control[static_cast<size_t>(r)] = {static_cast<double>(r), -static_cast<double>(r)};
     g.groups[static_cast<size_t>(r)]->all_reduce_max(control[static_cast<size_t>(r)]);
+    std::vector<double> signal{r == 1 ? 15.0 : 0.0};  // the stop check: its one value rides in the header
+    g.groups[static_cast<size_t>(r)]->all_reduce_max(signal);
+    control[static_cast<size_t>(r)].push_back(signal[0]);
     g.groups[static_cast<size_t>(r)]->barrier();
   });
   for (const std::string& e : errors) ASSERT_EQ(e, "");
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(got[static_cast<size_t>(r)], values_of(2, kN)) << "rank " << r;
-    EXPECT_EQ(control[static_cast<size_t>(r)], (std::vector<double>{2.0, 0.0})) << "rank " << r;
+    EXPECT_EQ(control[static_cast<size_t>(r)], (std::vector<double>{2.0, 0.0, 15.0})) << "rank " << r;
   }
 }
 

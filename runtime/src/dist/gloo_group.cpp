@@ -62,6 +62,7 @@ const char* kind_name(Kind k) {
 // What every rank agrees on before a collective moves its bytes.
 struct Agreed {
   double start_s = 0;        // the last rank's device clock at the call
+  double control = 0;        // the largest control value (all_reduce_max of one value)
   std::vector<int> gpus;     // each rank's GPU in the topology (-1: none)
   std::vector<int> nodes;    // each rank's node
 };
@@ -115,10 +116,15 @@ class GlooProcessGroup final : public GlooGroup {
   }
 
   // The header first, as every collective: a rank that calls another collective here gets the
-  // one-line mismatch on every rank instead of Gloo's hang on buffers of different sizes.
+  // one-line mismatch on every rank instead of Gloo's hang on buffers of different sizes. One
+  // value (the stop check's signal) rides in the header: one all-reduce per step, as before.
   void all_reduce_max(std::vector<double>& values) override {
-    agree(Kind::control, static_cast<int64_t>(values.size()), 0, 0, -1);
-    if (!values.empty()) max_on_host(values, kind_name(Kind::control));
+    const Agreed a = agree(Kind::control, static_cast<int64_t>(values.size()), 0, 0, -1,
+                           values.size() == 1 ? values[0] : 0.0);
+    if (values.size() == 1)
+      values[0] = a.control;
+    else if (!values.empty())
+      max_on_host(values, kind_name(Kind::control));
   }
 
  private:
@@ -177,11 +183,14 @@ class GlooProcessGroup final : public GlooGroup {
   }
 
   // Every rank's header, reduced with max: [kind, -kind, numel, -numel, root, -root, ready_s,
-  // gpu + 1 in this rank's slot, node + 1 in this rank's slot]. Equal fields on every rank give
-  // max(x) == -max(-x); anything else means the ranks called different collectives.
-  Agreed agree(Kind kind, int64_t numel, int root, double ready_s, int gpu) {
+  // control, gpu + 1 in this rank's slot, node + 1 in this rank's slot]. Equal fields on every
+  // rank give max(x) == -max(-x); anything else means the ranks called different collectives.
+  // `control` is all_reduce_max's value when it has one (the collectives' kinds agreeing, every
+  // rank's is one).
+  static constexpr size_t kSlots = 8;  // the header's fields before the per-rank ones
+  Agreed agree(Kind kind, int64_t numel, int root, double ready_s, int gpu, double control = 0) {
     const size_t n = static_cast<size_t>(size_);
-    std::vector<double> h(7 + 2 * n, 0.0);
+    std::vector<double> h(kSlots + 2 * n, 0.0);
     h[0] = static_cast<double>(kind);
     h[1] = -h[0];
     h[2] = static_cast<double>(numel);
@@ -189,8 +198,9 @@ class GlooProcessGroup final : public GlooGroup {
     h[4] = root;
     h[5] = -h[4];
     h[6] = ready_s;
-    h[7 + static_cast<size_t>(rank_)] = gpu + 1;
-    h[7 + n + static_cast<size_t>(rank_)] = options_.node + 1;
+    h[7] = control;
+    h[kSlots + static_cast<size_t>(rank_)] = gpu + 1;
+    h[kSlots + n + static_cast<size_t>(rank_)] = options_.node + 1;
     max_on_host(h, kind_name(kind));
     std::ostringstream mismatch;
     if (h[0] != -h[1])
@@ -207,9 +217,10 @@ class GlooProcessGroup final : public GlooGroup {
     }
     Agreed a;
     a.start_s = h[6];
+    a.control = h[7];
     for (size_t r = 0; r < n; ++r) {
-      a.gpus.push_back(static_cast<int>(h[7 + r]) - 1);
-      a.nodes.push_back(static_cast<int>(h[7 + n + r]) - 1);
+      a.gpus.push_back(static_cast<int>(h[kSlots + r]) - 1);
+      a.nodes.push_back(static_cast<int>(h[kSlots + n + r]) - 1);
     }
     return a;
   }
