@@ -10,6 +10,8 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -35,6 +37,20 @@ class StoreAdapter final : public gloo::rendezvous::Store {
  private:
   TcpStore& store_;
 };
+
+// Gloo writes its sockets with writev, which raises SIGPIPE when the peer is gone: a rank killed
+// mid-write would kill this process too (status 141) before it can say which peer it lost.
+// Python ignores SIGPIPE at startup, so PyTorch's Gloo gets EPIPE instead; so does ours. A
+// handler the program set itself is left alone.
+void ignore_sigpipe() {
+  struct sigaction old {};
+  if (::sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO)) {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    ::sigemptyset(&ignore.sa_mask);
+    ::sigaction(SIGPIPE, &ignore, nullptr);
+  }
+}
 
 // Gloo's messages start with the source position ("[/build/gloo/.../pair.cc:589] "): the reason
 // is what follows.
@@ -71,6 +87,7 @@ class GlooProcessGroup final : public GlooGroup {
  public:
   GlooProcessGroup(TcpStore& store, int rank, int size, GlooGroupOptions options)
       : rank_(rank), size_(size), options_(std::move(options)) {
+    ignore_sigpipe();
     gloo::transport::tcp::attr attr;
     if (!options_.iface.empty())
       attr.iface = options_.iface;

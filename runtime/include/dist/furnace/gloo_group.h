@@ -15,7 +15,9 @@
 //
 // A rank that dies closes its sockets: every other rank's pending or next collective fails at once
 // ("connection closed"); a rank that hangs makes the others fail after the timeout. Either way the
-// group is then broken: every later call fails with the same line.
+// group is then broken: every later call fails with the same line. Making a group ignores SIGPIPE
+// (unless the program handles it), as Python does at startup: a write to a dead peer is Gloo's
+// error, not this process's death.
 #pragma once
 
 #include <chrono>
