@@ -2,9 +2,10 @@
 // set; connecting to a port nobody listens on is one line naming the address after the timeout)
 // and ProcessGroup (gloo), each rank on a thread of its own with its own store client and Runtime
 // as a process would have: all_reduce against the exact sums (bit-equal to the thread group for
-// two ranks), broadcast, ranks that call different collectives get one error each, a rank that
-// aborts ends the others' wait at once, one that never comes is a timeout; on the simulator the
-// modelled clock waits for the last rank and then runs the same ring as the thread group.
+// two ranks), broadcast, ranks that call different collectives (the stop check's all_reduce_max
+// among them) get one error each, a rank that aborts ends the others' wait at once, one that
+// never comes is a timeout; on the simulator the modelled clock waits for the last rank and then
+// runs the same ring as the thread group. The store's guards against strangers: test_tcp_store.cpp.
 // Every socket is on 127.0.0.1. This executable carries the ctest label "threads" (tsan preset).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -24,6 +25,7 @@
 #include "furnace/sim_machine.h"
 #include "furnace/tcp_store.h"
 #include "furnace/topology.h"
+#include "support/loopback.h"      // defines: kLoopback, seconds_since, bytes, text
 #include "support/rank_threads.h"  // defines: on_threads
 #include "support/test_support.h"  // defines: upload, download
 
@@ -31,17 +33,14 @@ namespace furnace {
 namespace {
 
 using ::testing::HasSubstr;
+using test_support::bytes;
+using test_support::Clock;
 using test_support::download;
+using test_support::kLoopback;
+using test_support::seconds_since;
+using test_support::text;
 using test_support::upload;
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-const char* const kLoopback = "127.0.0.1";
-
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-std::vector<char> bytes(const std::string& s) { return {s.begin(), s.end()}; }
-std::string text(const std::vector<char>& b) { return {b.begin(), b.end()}; }
 
 using test_support::on_threads;  // support/rank_threads.h
 
@@ -192,12 +191,15 @@ TEST(GlooGroup, BroadcastCopiesTheRootsTensorAndControlMaxReachesEveryRank) {
     got[static_cast<size_t>(r)] = download(rt, t);
     control[static_cast<size_t>(r)] = {static_cast<double>(r), -static_cast<double>(r)};
     g.groups[static_cast<size_t>(r)]->all_reduce_max(control[static_cast<size_t>(r)]);
+    std::vector<double> signal{r == 1 ? 15.0 : 0.0};  // the stop check: its one value rides in the header
+    g.groups[static_cast<size_t>(r)]->all_reduce_max(signal);
+    control[static_cast<size_t>(r)].push_back(signal[0]);
     g.groups[static_cast<size_t>(r)]->barrier();
   });
   for (const std::string& e : errors) ASSERT_EQ(e, "");
   for (int r = 0; r < 3; ++r) {
     EXPECT_EQ(got[static_cast<size_t>(r)], values_of(2, kN)) << "rank " << r;
-    EXPECT_EQ(control[static_cast<size_t>(r)], (std::vector<double>{2.0, 0.0})) << "rank " << r;
+    EXPECT_EQ(control[static_cast<size_t>(r)], (std::vector<double>{2.0, 0.0, 15.0})) << "rank " << r;
   }
 }
 
@@ -219,6 +221,40 @@ TEST(GlooGroup, RanksThatCallDifferentCollectivesEachGetOneError) {
   OpContext ctx{rt, 0, 0};
   Tensor t = upload(rt, 0, values_of(0, 8), {8});
   EXPECT_THROW(g.groups[0]->all_reduce(ctx, t), Error);
+}
+
+// The stop check before each step (all_reduce_max) carries the same header: a rank that calls
+// another collective there, or checks another number of values, is the one-line mismatch on every
+// rank, not Gloo's hang or mixed-up buffers.
+TEST(GlooGroup, TheStopCheckAgainstAnotherCollectiveIsTheOneLineMismatchOnEveryRank) {
+  GlooRanks g(3, milliseconds(20000));
+  const auto t0 = Clock::now();
+  auto errors = on_threads(3, [&](int r) {
+    if (r == 1) {  // rank 1 is a step ahead: its first gradient bucket
+      Runtime& rt = *g.runtimes[1];
+      OpContext ctx{rt, 1, 0};
+      Tensor t = upload(rt, 1, values_of(1, 8), {8});
+      g.groups[1]->all_reduce(ctx, t);
+      return;
+    }
+    std::vector<double> stop{0.0};
+    g.groups[static_cast<size_t>(r)]->all_reduce_max(stop);
+  });
+  EXPECT_LT(seconds_since(t0), 10.0) << "the ranks waited for the 20 s timeout";
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_THAT(errors[static_cast<size_t>(r)], HasSubstr("every rank must call the same collective")) << r;
+    EXPECT_THAT(errors[static_cast<size_t>(r)], HasSubstr("all_reduce_max (the stop check before each step)")) << r;
+    EXPECT_THAT(errors[static_cast<size_t>(r)], HasSubstr("another rank called")) << r;
+    EXPECT_EQ(errors[static_cast<size_t>(r)].find('\n'), std::string::npos) << r;
+  }
+  // Another number of values: the same line, naming the lengths.
+  GlooRanks h(2, milliseconds(20000));
+  errors = on_threads(2, [&](int r) {
+    std::vector<double> values(static_cast<size_t>(r + 1), 0.0);
+    h.groups[static_cast<size_t>(r)]->all_reduce_max(values);
+  });
+  for (int r = 0; r < 2; ++r)
+    EXPECT_THAT(errors[static_cast<size_t>(r)], HasSubstr("ranks passed between 1 and 2 values")) << r;
 }
 
 TEST(GlooGroup, ARankThatAbortsEndsTheOthersWaitAtOnce) {

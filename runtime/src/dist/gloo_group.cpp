@@ -10,6 +10,8 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -36,6 +38,20 @@ class StoreAdapter final : public gloo::rendezvous::Store {
   TcpStore& store_;
 };
 
+// Gloo writes its sockets with writev, which raises SIGPIPE when the peer is gone: a rank killed
+// mid-write would kill this process too (status 141) before it can say which peer it lost.
+// Python ignores SIGPIPE at startup, so PyTorch's Gloo gets EPIPE instead; so does ours. A
+// handler the program set itself is left alone.
+void ignore_sigpipe() {
+  struct sigaction old {};
+  if (::sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO)) {
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    ::sigemptyset(&ignore.sa_mask);
+    ::sigaction(SIGPIPE, &ignore, nullptr);
+  }
+}
+
 // Gloo's messages start with the source position ("[/build/gloo/.../pair.cc:589] "): the reason
 // is what follows.
 std::string gloo_reason(const std::exception& e) {
@@ -47,13 +63,14 @@ std::string gloo_reason(const std::exception& e) {
   return what;
 }
 
-enum class Kind { barrier = 1, all_reduce = 2, broadcast = 3 };
+enum class Kind { barrier = 1, all_reduce = 2, broadcast = 3, control = 4 };
 
 const char* kind_name(Kind k) {
   switch (k) {
     case Kind::barrier: return "barrier";
     case Kind::all_reduce: return "all_reduce";
     case Kind::broadcast: return "broadcast";
+    case Kind::control: return "all_reduce_max (the stop check before each step)";
   }
   return "?";
 }
@@ -61,6 +78,7 @@ const char* kind_name(Kind k) {
 // What every rank agrees on before a collective moves its bytes.
 struct Agreed {
   double start_s = 0;        // the last rank's device clock at the call
+  double control = 0;        // the largest control value (all_reduce_max of one value)
   std::vector<int> gpus;     // each rank's GPU in the topology (-1: none)
   std::vector<int> nodes;    // each rank's node
 };
@@ -69,6 +87,7 @@ class GlooProcessGroup final : public GlooGroup {
  public:
   GlooProcessGroup(TcpStore& store, int rank, int size, GlooGroupOptions options)
       : rank_(rank), size_(size), options_(std::move(options)) {
+    ignore_sigpipe();
     gloo::transport::tcp::attr attr;
     if (!options_.iface.empty())
       attr.iface = options_.iface;
@@ -113,15 +132,16 @@ class GlooProcessGroup final : public GlooGroup {
     context_->closeConnections();
   }
 
+  // The header first, as every collective: a rank that calls another collective here gets the
+  // one-line mismatch on every rank instead of Gloo's hang on buffers of different sizes. One
+  // value (the stop check's signal) rides in the header: one all-reduce per step, as before.
   void all_reduce_max(std::vector<double>& values) override {
-    guarded("a control all_reduce (the check before each step that no rank was asked to stop)", [&] {
-      gloo::AllreduceOptions opts(context_);
-      opts.setOutput(values.data(), values.size());
-      opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::max<double>));
-      opts.setTag(next_tag());
-      opts.setTimeout(options_.timeout);
-      gloo::allreduce(opts);
-    });
+    const Agreed a = agree(Kind::control, static_cast<int64_t>(values.size()), 0, 0, -1,
+                           values.size() == 1 ? values[0] : 0.0);
+    if (values.size() == 1)
+      values[0] = a.control;
+    else if (!values.empty())
+      max_on_host(values, kind_name(Kind::control));
   }
 
  private:
@@ -142,6 +162,19 @@ class GlooProcessGroup final : public GlooGroup {
   };
 
   uint32_t next_tag() { return tag_++; }
+
+  // Every rank's `values` (the same length everywhere) become their elementwise maximum: the
+  // header's exchange and the control collectives' payload.
+  void max_on_host(std::vector<double>& values, const char* doing) {
+    guarded(doing, [&] {
+      gloo::AllreduceOptions opts(context_);
+      opts.setOutput(values.data(), values.size());
+      opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::max<double>));
+      opts.setTag(next_tag());
+      opts.setTimeout(options_.timeout);
+      gloo::allreduce(opts);
+    });
+  }
 
   // Runs `fn` (Gloo calls); a Gloo error breaks the group and becomes one line naming this rank
   // and what it was doing.
@@ -167,11 +200,14 @@ class GlooProcessGroup final : public GlooGroup {
   }
 
   // Every rank's header, reduced with max: [kind, -kind, numel, -numel, root, -root, ready_s,
-  // gpu + 1 in this rank's slot, node + 1 in this rank's slot]. Equal fields on every rank give
-  // max(x) == -max(-x); anything else means the ranks called different collectives.
-  Agreed agree(Kind kind, int64_t numel, int root, double ready_s, int gpu) {
+  // control, gpu + 1 in this rank's slot, node + 1 in this rank's slot]. Equal fields on every
+  // rank give max(x) == -max(-x); anything else means the ranks called different collectives.
+  // `control` is all_reduce_max's value when it has one (the collectives' kinds agreeing, every
+  // rank's is one).
+  static constexpr size_t kSlots = 8;  // the header's fields before the per-rank ones
+  Agreed agree(Kind kind, int64_t numel, int root, double ready_s, int gpu, double control = 0) {
     const size_t n = static_cast<size_t>(size_);
-    std::vector<double> h(7 + 2 * n, 0.0);
+    std::vector<double> h(kSlots + 2 * n, 0.0);
     h[0] = static_cast<double>(kind);
     h[1] = -h[0];
     h[2] = static_cast<double>(numel);
@@ -179,16 +215,17 @@ class GlooProcessGroup final : public GlooGroup {
     h[4] = root;
     h[5] = -h[4];
     h[6] = ready_s;
-    h[7 + static_cast<size_t>(rank_)] = gpu + 1;
-    h[7 + n + static_cast<size_t>(rank_)] = options_.node + 1;
-    all_reduce_max(h);
+    h[7] = control;
+    h[kSlots + static_cast<size_t>(rank_)] = gpu + 1;
+    h[kSlots + n + static_cast<size_t>(rank_)] = options_.node + 1;
+    max_on_host(h, kind_name(kind));
     std::ostringstream mismatch;
     if (h[0] != -h[1])
       mismatch << "this rank called " << kind_name(kind) << ", another rank called "
                << kind_name(static_cast<Kind>(h[0] == static_cast<double>(kind) ? -h[1] : h[0]));
     else if (h[2] != -h[3])
-      mismatch << kind_name(kind) << ": ranks passed between " << -h[3] << " and " << h[2] << " f32 elements (this rank "
-               << numel << ")";
+      mismatch << kind_name(kind) << ": ranks passed between " << -h[3] << " and " << h[2]
+               << (kind == Kind::control ? " values" : " f32 elements") << " (this rank " << numel << ")";
     else if (h[4] != -h[5])
       mismatch << "broadcast: ranks named roots between " << -h[5] << " and " << h[4] << " (this rank " << root << ")";
     if (!mismatch.str().empty()) {
@@ -197,9 +234,10 @@ class GlooProcessGroup final : public GlooGroup {
     }
     Agreed a;
     a.start_s = h[6];
+    a.control = h[7];
     for (size_t r = 0; r < n; ++r) {
-      a.gpus.push_back(static_cast<int>(h[7 + r]) - 1);
-      a.nodes.push_back(static_cast<int>(h[7 + n + r]) - 1);
+      a.gpus.push_back(static_cast<int>(h[kSlots + r]) - 1);
+      a.nodes.push_back(static_cast<int>(h[kSlots + n + r]) - 1);
     }
     return a;
   }

@@ -1,10 +1,11 @@
 // dist/tcp_store: see furnace/tcp_store.h.
 //
 // Wire format, both directions little-endian as this host writes it (every peer runs this code):
-//   request: op (1 byte: 'S' set, 'G' get, 'A' add, 'W' wait), u32 key length, key,
-//            u32 value length, value
-//   reply:   'S', 'W': one byte 1;  'G': u32 length, value;  'A': the sum as i64
-// The host answers a get or wait for a key that is not set yet when some set or add sets it.
+//   request: op (1 byte: 'S' set, 'G' get, 'A' add, 'W' wait, 'L' set if gone), u32 key length,
+//            key, u32 value length, value
+//   reply:   'S', 'W', 'L': one byte 1;  'G': u32 length, value;  'A': the sum as i64
+// The host answers a get or wait for a key that is not set yet when some set or add sets it, or
+// when a client that left a value for it with 'L' disconnects.
 #include "furnace/tcp_store.h"
 
 #include <fcntl.h>
@@ -19,6 +20,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <string_view>
 #include <thread>
 
 #include "furnace/error.h"
@@ -77,6 +79,8 @@ bool send_all(int fd, const char* data, size_t n) {
 }  // namespace
 
 // The host's side: one thread polling the listening socket, every client and a wake-up pipe.
+// Clients' sockets are non-blocking: a reply the kernel cannot take now waits in the client's
+// outbox for POLLOUT, so a client that never reads stalls nobody but itself.
 class TcpStoreServer {
  public:
   // Listens on `port` of every interface, as c10d's TCPStore does: MASTER_ADDR names rank 0's host
@@ -141,8 +145,15 @@ class TcpStoreServer {
   int port() const { return port_; }
 
  private:
+  // Replies a client has not read that the host keeps for it. A client of ours has one request in
+  // flight: more than two of the largest replies means it sends without reading; it is dropped.
+  static constexpr size_t kMaxUnreadBytes = 2 * (size_t{kStoreMaxValueBytes} + 4);
+
   struct Client {
-    std::vector<char> in;
+    std::vector<char> in;   // a request's bytes so far
+    std::vector<char> out;  // replies the socket has not taken yet
+    bool dead = false;      // dropped at the end of this round of the poll loop
+    std::vector<std::pair<std::string, std::vector<char>>> if_gone;  // 'L': set when it disconnects
   };
   struct Waiter {
     int fd;
@@ -152,68 +163,99 @@ class TcpStoreServer {
   void serve() {
     for (;;) {
       std::vector<pollfd> fds{{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
-      for (auto& [fd, c] : clients_) fds.push_back({fd, POLLIN, 0});
+      for (auto& [fd, c] : clients_)
+        fds.push_back({fd, static_cast<short>(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
       if (::poll(fds.data(), fds.size(), -1) < 0) {
         if (errno == EINTR) continue;
         return;
       }
       if (fds[0].revents) return;
       if (fds[1].revents & POLLIN) {
-        const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+        const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd >= 0) {
           const int one = 1;
           ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
           clients_[fd] = Client{};
         }
       }
-      for (size_t i = 2; i < fds.size(); ++i)
-        if (fds[i].revents) read_from(fds[i].fd);
+      for (size_t i = 2; i < fds.size(); ++i) {
+        if (fds[i].revents & POLLOUT) flush(fds[i].fd);
+        if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) read_from(fds[i].fd);
+      }
+      drop_dead();
     }
   }
 
-  void drop(int fd) {
-    ::close(fd);
-    clients_.erase(fd);
-    for (auto& [key, list] : waiters_)
-      list.erase(std::remove_if(list.begin(), list.end(), [fd](const Waiter& w) { return w.fd == fd; }), list.end());
+  // Closes every client marked dead; what a dropped client left with 'L' is set now, which may
+  // answer (and, failing, mark dead) others in turn.
+  void drop_dead() {
+    for (;;) {
+      auto it = std::find_if(clients_.begin(), clients_.end(), [](const auto& kv) { return kv.second.dead; });
+      if (it == clients_.end()) return;
+      const int fd = it->first;
+      std::vector<std::pair<std::string, std::vector<char>>> if_gone = std::move(it->second.if_gone);
+      ::close(fd);
+      clients_.erase(it);
+      for (auto& [key, list] : waiters_)
+        list.erase(std::remove_if(list.begin(), list.end(), [fd](const Waiter& w) { return w.fd == fd; }), list.end());
+      for (auto& [key, value] : if_gone)
+        if (!data_.count(key)) {
+          data_[key] = std::move(value);
+          wake(key);
+        }
+    }
   }
 
   void read_from(int fd) {
+    Client& c = clients_.at(fd);
+    if (c.dead) return;
     char buf[65536];
     const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (n <= 0) {
-      if (n < 0 && errno == EINTR) return;
-      drop(fd);
+      c.dead = true;
       return;
     }
-    std::vector<char>& in = clients_[fd].in;
+    std::vector<char>& in = c.in;
     in.insert(in.end(), buf, buf + n);
-    // Every complete request in the buffer.
-    for (;;) {
+    // Every complete request in the buffer; a malformed or oversized one ends the client as soon
+    // as its first bytes show it (the rest is never waited for).
+    while (!in.empty() && !c.dead) {
+      const char op = in[0];
+      if (std::string_view("SGAWL").find(op) == std::string_view::npos) {
+        c.dead = true;  // not a client of ours
+        return;
+      }
       if (in.size() < 5) return;
       uint32_t klen, vlen;
       std::memcpy(&klen, in.data() + 1, 4);
+      if (klen > kStoreMaxKeyBytes) {
+        c.dead = true;
+        return;
+      }
       if (in.size() < 9 + size_t{klen}) return;
       std::memcpy(&vlen, in.data() + 5 + klen, 4);
+      if (vlen > kStoreMaxValueBytes) {
+        c.dead = true;
+        return;
+      }
       const size_t total = 9 + size_t{klen} + vlen;
       if (in.size() < total) return;
-      const char op = in[0];
       std::string key(in.data() + 5, klen);
       std::vector<char> value(in.begin() + 9 + klen, in.begin() + static_cast<std::ptrdiff_t>(total));
       in.erase(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(total));
-      if (!handle(fd, op, key, std::move(value))) {
-        drop(fd);
-        return;
-      }
+      if (!handle(fd, op, key, std::move(value))) c.dead = true;
     }
   }
 
+  // False for a request no client of ours sends.
   bool handle(int fd, char op, const std::string& key, std::vector<char> value) {
     switch (op) {
       case 'S':
         data_[key] = std::move(value);
         wake(key);
-        return reply_ack(fd);
+        reply_ack(fd);
+        return true;
       case 'A': {
         int64_t sum = 0, delta = 0;
         if (value.size() != 8) return false;
@@ -223,30 +265,60 @@ class TcpStoreServer {
         sum += delta;
         data_[key].assign(reinterpret_cast<char*>(&sum), reinterpret_cast<char*>(&sum) + 8);
         wake(key);
-        return send_all(fd, reinterpret_cast<char*>(&sum), 8);
+        send_to(fd, reinterpret_cast<char*>(&sum), 8);
+        return true;
       }
+      case 'L':
+        clients_.at(fd).if_gone.emplace_back(key, std::move(value));
+        reply_ack(fd);
+        return true;
       case 'G':
       case 'W':
-        if (data_.count(key)) return answer(fd, op, key);
-        waiters_[key].push_back({fd, op});
+        if (data_.count(key))
+          answer(fd, op, key);
+        else
+          waiters_[key].push_back({fd, op});
         return true;
       default:
-        return false;  // not a client of ours
+        return false;
     }
   }
 
-  bool reply_ack(int fd) {
+  void reply_ack(int fd) {
     const char one = 1;
-    return send_all(fd, &one, 1);
+    send_to(fd, &one, 1);
   }
 
-  bool answer(int fd, char op, const std::string& key) {
+  void answer(int fd, char op, const std::string& key) {
     if (op == 'W') return reply_ack(fd);
     const std::vector<char>& v = data_[key];
     std::vector<char> out;
     put_u32(out, static_cast<uint32_t>(v.size()));
     out.insert(out.end(), v.begin(), v.end());
-    return send_all(fd, out.data(), out.size());
+    send_to(fd, out.data(), out.size());
+  }
+
+  // Queues `data` for the client and sends what its socket takes now, never waiting: a client
+  // whose unread replies pass kMaxUnreadBytes, or whose socket fails, is marked dead.
+  void send_to(int fd, const char* data, size_t n) {
+    Client& c = clients_.at(fd);
+    if (c.dead) return;
+    c.out.insert(c.out.end(), data, data + n);
+    flush(fd);
+    if (c.out.size() > kMaxUnreadBytes) c.dead = true;
+  }
+
+  void flush(int fd) {
+    Client& c = clients_.at(fd);
+    size_t sent = 0;
+    while (!c.dead && sent < c.out.size()) {
+      const ssize_t k = ::send(fd, c.out.data() + sent, c.out.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (k < 0 && errno == EINTR) continue;
+      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;  // POLLOUT says when to go on
+      if (k <= 0) c.dead = true;
+      else sent += static_cast<size_t>(k);
+    }
+    c.out.erase(c.out.begin(), c.out.begin() + static_cast<std::ptrdiff_t>(sent));
   }
 
   void wake(const std::string& key) {
@@ -254,7 +326,7 @@ class TcpStoreServer {
     if (it == waiters_.end()) return;
     std::vector<Waiter> list = std::move(it->second);
     waiters_.erase(it);
-    for (const Waiter& w : list) answer(w.fd, w.op, key);  // a gone client is dropped at its next read
+    for (const Waiter& w : list) answer(w.fd, w.op, key);
   }
 
   int listen_fd_ = -1;
@@ -330,6 +402,10 @@ TcpStore::~TcpStore() {
 std::vector<char> TcpStore::call(char op, const std::string& key, const std::vector<char>& value,
                                  std::chrono::milliseconds timeout) {
   FURNACE_CHECK(fd_ >= 0) << "the rendezvous store at " << where(addr_, port_) << " is no longer usable";
+  FURNACE_CHECK(key.size() <= kStoreMaxKeyBytes && value.size() <= kStoreMaxValueBytes)
+      << "the rendezvous store takes keys of at most " << kStoreMaxKeyBytes << " bytes and values of at most "
+      << kStoreMaxValueBytes << " bytes; key '" << key.substr(0, 64) << "' (" << key.size() << " bytes) with a value of "
+      << value.size() << " bytes is not one";
   std::vector<char> req{op};
   put_u32(req, static_cast<uint32_t>(key.size()));
   req.insert(req.end(), key.begin(), key.end());
@@ -371,6 +447,7 @@ std::vector<char> TcpStore::call(char op, const std::string& key, const std::vec
     need(4);
     uint32_t n;
     std::memcpy(&n, in.data(), 4);
+    if (n > kStoreMaxValueBytes) broken("a reply of " + std::to_string(n) + " bytes is not the store's");
     need(4 + size_t{n});
     return std::vector<char>(in.begin() + 4, in.begin() + 4 + n);
   }
@@ -379,6 +456,10 @@ std::vector<char> TcpStore::call(char op, const std::string& key, const std::vec
 }
 
 void TcpStore::set(const std::string& key, const std::vector<char>& value) { call('S', key, value, timeout_); }
+
+void TcpStore::set_if_gone(const std::string& key, const std::vector<char>& value) {
+  call('L', key, value, timeout_);
+}
 
 std::vector<char> TcpStore::get(const std::string& key) { return call('G', key, {}, timeout_); }
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <string_view>
 
 #include "furnace/error.h"
 #include "furnace/host_memory.h"  // defines: estimate_host_memory, check_host_memory
@@ -94,7 +95,51 @@ DdpRankSummary decode(const std::vector<char>& bytes, int& node, int from) {
 
 std::string report_key(int rank) { return "furnace/report/" + std::to_string(rank); }
 
+// A rank with no report leaves this, then why, under its report key (a report starts with a number).
+constexpr std::string_view kNoReport = "failed: ";
+
+std::vector<char> no_report(const std::string& why) {
+  std::string text = std::string(kNoReport) + why;
+  return {text.begin(), text.end()};
+}
+
+// An error's one line (furnace::Error's without its file:line).
+std::string message_of(const std::exception& e) {
+  const Error* err = dynamic_cast<const Error*>(&e);
+  return err ? err->message() : e.what();
+}
+
 }  // namespace
+
+void expect_rank_report(TcpStore& store, int rank) {
+  store.set_if_gone(report_key(rank), no_report("its process ended (its connection to the rendezvous store closed)"));
+}
+
+void leave_rank_report(TcpStore& store, int rank, int node, const DdpRankSummary& summary) {
+  store.set(report_key(rank), encode(summary, node));
+}
+
+void leave_rank_failure(TcpStore& store, int rank, const std::string& why) noexcept {
+  try {
+    store.set(report_key(rank), no_report(why));
+  } catch (const std::exception&) {
+    // The store is gone too: the note from expect_rank_report says this rank ended.
+  }
+}
+
+std::vector<DdpRankSummary> gather_rank_reports(TcpStore& store, int world, std::vector<int>& nodes) {
+  std::vector<DdpRankSummary> ranks;
+  nodes.assign(static_cast<size_t>(world), 0);
+  for (int r = 0; r < world; ++r) {
+    const std::vector<char> bytes = store.get(report_key(r));
+    const std::string_view text(bytes.data(), bytes.size());
+    FURNACE_CHECK(text.substr(0, kNoReport.size()) != kNoReport)
+        << "rank " << r << " failed before sending its report: "
+        << printable_clipped(text.substr(kNoReport.size()), 1000);  // the store's bytes: any client's
+    ranks.push_back(decode(bytes, nodes[static_cast<size_t>(r)], r));
+  }
+  return ranks;
+}
 
 std::optional<WorkerEnv> launched_worker(const Scenario& sc) {
   return worker_env_from_environment([&](const char* name) -> const char* {
@@ -109,8 +154,7 @@ auto ProcessRank::as_rank(Fn fn) -> decltype(fn()) {
   try {
     return fn();
   } catch (const std::exception& e) {
-    const Error* err = dynamic_cast<const Error*>(&e);
-    const std::string what = err ? err->message() : e.what();
+    const std::string what = message_of(e);
     if (nccl_) nccl_->abort("rank " + std::to_string(worker_.rank) + " failed");
     if (control_) control_->abort("rank " + std::to_string(worker_.rank) + " failed");
     broken_ = "rank " + std::to_string(worker_.rank) + ": " + what;
@@ -141,6 +185,7 @@ ProcessRank::ProcessRank(const Scenario& sc, TraceBus& trace, const CheckpointOp
     if (!cuda) machine_ = std::make_unique<SimMachine>(topology);
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(std::llround(sc.dist_timeout_s * 1000)));
     store_ = std::make_unique<TcpStore>(w.master_addr, w.master_port, w.rank == 0, timeout);
+    expect_rank_report(*store_, w.rank);  // from now on rank 0 never waits for this rank's report in vain
     // Gloo: the gradients on the simulator; on GPUs the job's control only (the stop signal, the
     // abort that ends the others' wait between steps), as a script's extra gloo group.
     GlooGroupOptions options;
@@ -201,17 +246,24 @@ void ProcessRank::save() {
 
 TrainResult ProcessRank::finish() {
   return as_rank([&] {
-    TrainResult mine = run_->finish();
-    // Every rank leaves its report in the store; rank 0 puts them together.
-    store_->set(report_key(worker_.rank), encode(summarize_rank(mine), worker_.group_rank));
-    if (worker_.rank != 0) return mine;
-    std::vector<DdpRankSummary> ranks;
-    std::vector<bool> same_node;
-    for (int r = 0; r < worker_.world_size; ++r) {
-      int node = 0;
-      ranks.push_back(decode(store_->get(report_key(r)), node, r));
-      same_node.push_back(node == worker_.group_rank);
+    TrainResult mine;
+    DdpRankSummary summary;
+    try {
+      mine = run_->finish();
+      summary = summarize_rank(mine);
+    } catch (const std::exception& e) {
+      // Rank 0 waits for this rank's report: it learns at once why none comes (then as_rank
+      // aborts the group).
+      leave_rank_failure(*store_, worker_.rank, message_of(e));
+      throw;
     }
+    // Every rank leaves its report in the store; rank 0 puts them together.
+    leave_rank_report(*store_, worker_.rank, worker_.group_rank, summary);
+    if (worker_.rank != 0) return mine;
+    std::vector<int> nodes;
+    std::vector<DdpRankSummary> ranks = gather_rank_reports(*store_, worker_.world_size, nodes);
+    std::vector<bool> same_node;
+    for (int node : nodes) same_node.push_back(node == worker_.group_rank);
     return combine_ddp_ranks(std::move(mine), ranks, same_node, now_s() - t0_);
   });
 }

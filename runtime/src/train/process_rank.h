@@ -8,15 +8,18 @@
 // time and memory to rank 0 at the end.
 //
 // A rank that fails aborts the group: the others' collectives fail at once and each rank exits
-// with its own line ("rank 1: ..."). A stop signal (Ctrl-C, SIGTERM from the launcher) is agreed
-// on by every rank before each step (the largest signal any rank got), so all stop after the same
-// step and rank 0's checkpoint is consistent.
+// with its own line ("rank 1: ..."); one that fails (or dies) before its end-of-job report leaves
+// why under the report's key, so rank 0 names it at once instead of waiting for --dist-timeout.
+// A stop signal (Ctrl-C, SIGTERM from the launcher) is agreed on by every rank before each step
+// (the largest signal any rank got), so all stop after the same step and rank 0's checkpoint is
+// consistent.
 // Not here: the ranks as threads of one process (ddp_ranks.h), a rank's loop (training_run.cpp).
 #pragma once
 
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "furnace/gloo_group.h"   // defines: GlooGroup
 #include "furnace/launch_env.h"   // defines: WorkerEnv
@@ -31,6 +34,18 @@ namespace furnace {
 // The launcher's contract in a scenario's environment (Scenario::env, which `furnace train` fills
 // from its own), or nullopt when no launcher started the process. Throws one line for a broken one.
 std::optional<WorkerEnv> launched_worker(const Scenario& sc);
+
+// The end of a launched job, through the store: each rank leaves its report under its key, or
+// why it has none; rank 0 reads them all. A rank whose process ends with neither leaves the note
+// expect_rank_report registered (the store sets it when the connection closes), so rank 0 fails
+// at once, naming the rank, instead of waiting for --dist-timeout.
+void expect_rank_report(TcpStore& store, int rank);
+void leave_rank_report(TcpStore& store, int rank, int node, const DdpRankSummary& summary);
+// Best effort: a store that is gone too leaves expect_rank_report's note.
+void leave_rank_failure(TcpStore& store, int rank, const std::string& why) noexcept;
+// Every rank's report in rank order, and its node (GROUP_RANK); throws one line
+// "rank R failed before sending its report: why" for the first rank that left a failure.
+std::vector<DdpRankSummary> gather_rank_reports(TcpStore& store, int world, std::vector<int>& nodes);
 
 class ProcessRank final : public DdpJob {
  public:

@@ -6,16 +6,18 @@
 // rank order as make_thread_group's; the two agree within fp32 reassociation, and exactly for two
 // ranks, where a + b = b + a).
 //
-// Each collective first all-reduces a small header (what it is, its size and root, each rank's
-// device clock, GPU and node) so that ranks calling different collectives get one clear error on
-// every rank instead of Gloo's hang or corrupt result, and so that the modelled clock starts the
-// collective when the last rank reaches it, as the thread group does. The collective runs on the
-// caller's thread (the host waits, as Gloo's CPU path does); on the modelled device clock it runs
-// on kCommStream, overlapping backward as NCCL's kernel does.
+// Each collective (all_reduce_max too) first all-reduces a small header (what it is, its size and
+// root, each rank's device clock, GPU and node) so that ranks calling different collectives get
+// one clear error on every rank instead of Gloo's hang or corrupt result, and so that the modelled
+// clock starts the collective when the last rank reaches it, as the thread group does. The
+// collective runs on the caller's thread (the host waits, as Gloo's CPU path does); on the
+// modelled device clock it runs on kCommStream, overlapping backward as NCCL's kernel does.
 //
 // A rank that dies closes its sockets: every other rank's pending or next collective fails at once
 // ("connection closed"); a rank that hangs makes the others fail after the timeout. Either way the
-// group is then broken: every later call fails with the same line.
+// group is then broken: every later call fails with the same line. Making a group ignores SIGPIPE
+// (unless the program handles it), as Python does at startup: a write to a dead peer is Gloo's
+// error, not this process's death.
 #pragma once
 
 #include <chrono>
@@ -46,7 +48,9 @@ struct GlooGroupOptions {
 // (did any rank get a stop signal, each rank's report for rank 0).
 class GlooGroup : public ProcessGroup {
  public:
-  // Every rank's `values` (the same length on every rank) become their elementwise maximum.
+  // Every rank's `values` (the same length on every rank) become their elementwise maximum. It
+  // carries the collectives' header: another collective, or another length, on some rank is the
+  // one-line mismatch on every rank.
   virtual void all_reduce_max(std::vector<double>& values) = 0;
 };
 

@@ -10,8 +10,10 @@
 // ranks called different collectives, whose data collectives NCCL would hang in (or corrupt); it
 // aborts the communicator, which ends the kernels, and the error says who called what. It also
 // polls ncclCommGetAsyncError, and aborts when a collective has not ended `timeout_` after it was
-// queued. After an abort every call throws the first error. The communicator is non-blocking
-// (ncclConfig_t blocking = 0): an NCCL call that answers ncclInProgress is polled to its end.
+// queued; a collective that fails while being queued aborts it too (its header's all-reduce may
+// already wait for peers that will never match it). After an abort every call throws the first
+// error. The communicator is non-blocking (ncclConfig_t blocking = 0): an NCCL call that answers
+// ncclInProgress is polled to its end.
 #include "backend/cuda/nccl_rank_comm.h"
 
 #include <nccl.h>
@@ -272,11 +274,15 @@ class NcclRankComm final : public RankCommunicator {
         std::lock_guard<std::mutex> lock(mu_);
         throw_if_broken();
       }
-    } catch (...) {
-      // Whatever was queued may still read the header slot: wait for the stream (an abort ended
-      // its NCCL kernels) before the slot is reused.
-      cudaStreamSynchronize(comm_stream_);
+    } catch (const std::exception& e) {
+      // This rank may have queued part of a collective (the header's all-reduce) that its peers
+      // will never match: abort the communicator, which ends its NCCL kernels, rather than wait
+      // for the stream without the watchdog. Then wait at most the timeout for the stream, which
+      // may still read the header slot; a slot it might still read is never reused.
+      fail("ProcessGroup (nccl): rank " + std::to_string(rank_) + ": queueing a collective failed: " + e.what());
+      const bool drained = drain(comm_stream_);
       std::lock_guard<std::mutex> lock(mu_);
+      if (!drained) p.header = nullptr;
       release(p);
       throw;
     }
@@ -287,6 +293,17 @@ class NcclRankComm final : public RankCommunicator {
     }
     cv_.notify_all();
     return p.seq;
+  }
+
+  // Waits for `stream` to run dry, at most timeout_; false if it did not.
+  bool drain(cudaStream_t stream) const {
+    const auto start = Clock::now();
+    for (;;) {
+      const cudaError_t e = cudaStreamQuery(stream);
+      if (e != cudaErrorNotReady) return e == cudaSuccess;
+      if (Clock::now() - start > timeout_) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
   }
 
   // Every rank's header agrees; else the line that says who called what.
