@@ -232,6 +232,12 @@ void print_summary(const TrainResult& r, const Scenario& sc, std::optional<doubl
                                 : " (no GradScaler: bf16 has fp32's exponent range)");
   if (r.accum > 1)
     std::printf("  accumulation    %d micro-batches per optimizer step\n", r.accum);
+  // Off by default, so that the simulated GPU's figure is its kernels and copies only: the loading
+  // costs are one CPU's and one Python's (docs/host-loading.md), an order of magnitude, and would
+  // move every modelled figure by a guess about the learner's machine. Lesson 09 turns it on.
+  if (r.clock_modelled && sc.loading == "off")
+    std::printf("  data loading    not on the modelled clock (--loading off): the GPU never waits for "
+                "the host here; --loading tensors|torchvision adds it (lesson 09)\n");
   if (r.batch_loading_s > 0 && r.steps > 0)
     std::printf("  data loading    %.3f ms of host time per batch (--loading %s); the GPU waited %.3f ms per "
                 "optimizer step for it (%.0f%% of the step) with num_workers=%d\n",
@@ -593,7 +599,8 @@ void add_train_command(CLI::App& app) {
   cmd->add_flag("--pin-memory", s.pin_memory, "DataLoader pin_memory: pinned batches, faster host-to-device copies");
   cmd->add_option("--loading", s.loading,
                   "model the host's loading time on the simulated clock: off, tensors (a TensorDataset in "
-                  "memory) or torchvision (FashionMNIST with ToTensor + Normalize); docs/host-loading.md")
+                  "memory) or torchvision (FashionMNIST with ToTensor + Normalize); off by default, so the simulated "
+                  "GPU's samples/s is its kernels and copies alone; docs/host-loading.md")
       ->capture_default_str();
   cmd->add_flag("--no-eval{false}", s.evaluate, "skip the test-set evaluation");
   cmd->add_option("--trace", opts->trace_path, "write a Chrome trace (Perfetto) to this file");

@@ -173,6 +173,13 @@ TEST_F(CliParallel, TrainComparesDataParallelWithOneGpu) {
   CliRun text = furnace(train("--topology workstation-4x3090 --parallel dp"));
   EXPECT_THAT(text.out, ::testing::HasSubstr("  simulated GPU   "));
   EXPECT_THAT(text.out, ::testing::HasSubstr("x: DataParallel on 4 GPUs "));
+  // The default leaves the host's loading off the modelled clock, and says so; with it on, the
+  // line gives the wait instead.
+  EXPECT_THAT(text.out, ::testing::HasSubstr("data loading    not on the modelled clock (--loading off)"));
+  CliRun loading = furnace(train("--topology workstation-4x3090 --loading tensors"));
+  EXPECT_EQ(loading.status, 0) << loading.err;
+  EXPECT_THAT(loading.out, ::testing::Not(::testing::HasSubstr("not on the modelled clock")));
+  EXPECT_THAT(loading.out, ::testing::HasSubstr("(--loading tensors); the GPU waited "));
 }
 
 TEST_F(CliParallel, TheMixedPairWarnsAsPyTorchDoes) {
