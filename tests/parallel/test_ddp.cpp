@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -186,18 +187,31 @@ DdpRun train_ddp(int k, int steps, int64_t rows, int micro = 1, bool trace = fal
 // gradient element is a sum over the batch, added in another order (k partial sums, each divided
 // by k first); over 5 momentum steps the weights differ by a few 1e-7 at most.
 constexpr float kAtol = 1e-6f, kRtol = 1e-5f;
+// Except where reassociation moves a hidden unit's pre-activation across 0 for one sample: its
+// ReLU then passes that sample's gradient in one run and not in the other, and the unit's whole
+// row of weights (and its bias) differ by that sample's share. Measured with OpenBLAS's Haswell
+// kernel: k = 3 flips unit 438 of the second layer (its 512 weights and bias, up to 1.3e-5 apart;
+// everything else within 1.2e-8). So each layer may have one such unit, within kFlipAtol.
+constexpr float kFlipAtol = 1e-3f;
 
 float expect_close(const Weights& got, const Weights& want, const std::string& what) {
   float worst = 0;
   EXPECT_EQ(got.size(), want.size()) << what;
-  for (size_t p = 0; p < std::min(got.size(), want.size()); ++p)
+  std::vector<std::set<size_t>> flipped_units(kSizes.size());  // by layer: the units out of bounds
+  for (size_t p = 0; p < std::min(got.size(), want.size()); ++p) {
+    const size_t layer = p / 2, inputs = p % 2 == 0 ? static_cast<size_t>(kSizes[layer]) : 1;
     for (size_t i = 0; i < want[p].size(); ++i) {
-      worst = std::max(worst, std::fabs(got[p][i] - want[p][i]));
-      if (std::fabs(got[p][i] - want[p][i]) - kRtol * std::fabs(want[p][i]) > kAtol) {
-        ADD_FAILURE() << what << ": param " << p << "[" << i << "] " << got[p][i] << " vs " << want[p][i];
+      const float diff = std::fabs(got[p][i] - want[p][i]);
+      worst = std::max(worst, diff);
+      if (diff - kRtol * std::fabs(want[p][i]) <= kAtol) continue;
+      flipped_units[layer].insert(i / inputs);
+      if (diff > kFlipAtol || flipped_units[layer].size() > 1) {
+        ADD_FAILURE() << what << ": param " << p << "[" << i << "] " << got[p][i] << " vs " << want[p][i]
+                      << " (layer " << layer << ", unit " << i / inputs << ")";
         return worst;
       }
     }
+  }
   return worst;
 }
 
