@@ -150,7 +150,7 @@ TEST_F(IdxTest, ReadsRawAndGzipFilesAlike) {
   for (const std::string name : {"raw.idx", "packed.idx.gz"}) {
     const IdxArray a = read_idx(path(name), 3);
     EXPECT_EQ(a.dims, (std::vector<uint32_t>{3, 2, 4})) << name;
-    EXPECT_EQ(a.data, iota_bytes(24, 200)) << name;
+    EXPECT_EQ(Bytes(a.data.begin(), a.data.end()), iota_bytes(24, 200)) << name;
   }
 }
 
@@ -161,7 +161,7 @@ TEST_F(IdxTest, LoadsARawSplitWhenThereIsNoGzip) {
   EXPECT_EQ(ds.n, 2);
   EXPECT_EQ(ds.rows, 1);
   EXPECT_EQ(ds.cols, 3);
-  EXPECT_EQ(ds.images, (std::vector<float>{0.0f, 0.2f, 1.0f, 1 / 255.0f, 2 / 255.0f, 3 / 255.0f}));
+  EXPECT_EQ(std::vector<float>(ds.images.begin(), ds.images.end()), (std::vector<float>{0.0f, 0.2f, 1.0f, 1 / 255.0f, 2 / 255.0f, 3 / 255.0f}));
   EXPECT_EQ(ds.labels, (std::vector<int32_t>{7, 0}));
 }
 

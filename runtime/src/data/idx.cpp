@@ -27,6 +27,7 @@ namespace fs = std::filesystem;
 
 constexpr uint8_t kIdxTypeU8 = 0x08;
 constexpr uint64_t kMaxIdxBytes = uint64_t(1) << 36;  // 64 GiB: anything larger is a corrupt header
+constexpr uint64_t kReserveBytes = uint64_t(1) << 26;  // 64 MiB: Fashion-MNIST's 47 MB of training pixels
 
 std::string hex32(uint32_t v) {
   std::ostringstream os;
@@ -63,7 +64,9 @@ GzHandle open_gz(const std::string& path) {
 
 // Reads up to `n` bytes, appending to `out`; returns how many arrived. Stops early at end of file
 // (including a gzip stream that ends early); throws on corrupt compressed data or an I/O error.
-size_t read_into(gzFile f, const std::string& path, std::vector<uint8_t>& out, size_t n) {
+using Bytes = std::vector<uint8_t, BulkAllocator<uint8_t>>;
+
+size_t read_into(gzFile f, const std::string& path, Bytes& out, size_t n) {
   constexpr size_t kChunk = size_t(1) << 20;
   size_t got = 0;
   while (got < n) {
@@ -102,7 +105,7 @@ IdxArray read_idx(const std::string& path, int expected_rank) {
   FURNACE_ASSERT(expected_rank >= 1 && expected_rank <= 255) << "expected_rank " << expected_rank;
   GzHandle gz = open_gz(path);
 
-  std::vector<uint8_t> header;
+  Bytes header;
   const size_t n_magic = read_into(gz.get(), path, header, 4);
   FURNACE_CHECK(n_magic == 4) << path << ": truncated header: expected at least 4 bytes, found "
                               << n_magic;
@@ -133,11 +136,14 @@ IdxArray read_idx(const std::string& path, int expected_rank) {
   FURNACE_CHECK(count <= kMaxIdxBytes) << path << ": implausible IDX dims (more than "
                                        << kMaxIdxBytes << " bytes of data); the header is corrupt";
 
-  // Grows as data arrives, so a corrupt header cannot make us allocate what the file does not hold.
+  // Grows as data arrives, so a corrupt header cannot make us fill memory the file does not hold;
+  // up to kReserveBytes is reserved up front (address space only, until data arrives), so a
+  // dataset of that size is read without moving what has arrived at each doubling.
+  out.data.reserve(static_cast<size_t>(std::min<uint64_t>(count, kReserveBytes)));
   const size_t found = read_into(gz.get(), path, out.data, static_cast<size_t>(count));
   FURNACE_CHECK(found == count) << path << ": truncated: expected " << count
                                 << " bytes of data, found " << found;
-  std::vector<uint8_t> extra;
+  Bytes extra;
   const size_t n_extra = read_into(gz.get(), path, extra, 1);
   FURNACE_CHECK(n_extra == 0) << path << ": trailing bytes after the " << count
                               << " bytes of data the header describes";

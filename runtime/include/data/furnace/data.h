@@ -6,11 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "furnace/bulk_allocator.h"  // defines: BulkAllocator
+
 namespace furnace {
 
 // An unsigned-byte IDX array: `data` holds prod(dims) bytes in row-major order.
 struct IdxArray {
-  std::vector<uint8_t> data;
+  std::vector<uint8_t, BulkAllocator<uint8_t>> data;
   std::vector<uint32_t> dims;  // e.g. (N, 28, 28) for images, (N) for labels
 };
 
@@ -25,7 +27,7 @@ IdxArray read_idx(const std::string& path, int expected_rank);
 
 // One split of an MNIST-style dataset, ready for training.
 struct ImageDataset {
-  std::vector<float> images;    // (n, rows * cols), pixel / 255 in [0, 1]
+  std::vector<float, BulkAllocator<float>> images;  // (n, rows * cols), pixel / 255 in [0, 1]
   std::vector<int32_t> labels;  // (n), each in 0..9
   int64_t n = 0;
   int rows = 0, cols = 0;
