@@ -123,9 +123,20 @@ void DistributedDataParallel::finalize(OpContext& ctx) {
   for (auto& w : works_) w->wait(ctx);
   stats_.exposed_s += rt_.backend().stream_time(ctx.device, ctx.stream) - before;
   works_.clear();
+  // On the simulator the copy back is modelled (clock, trace) but moves no bytes: .grad becomes a
+  // tensor that reads its bucket's averaged elements and keeps holding its own allocation, as the
+  // device's memory counts it. Nothing writes the bucket again before zero_grad() frees that
+  // .grad: the next write is the next synchronised backward's, into a fresh one, or (.grad kept
+  // across micro-steps) through .grad itself. A device backend copies.
+  Backend& backend = rt_.backend();
+  const bool elide = backend.host_accessible();
   for (size_t p = 0; p < params_.size(); ++p) {
+    Tensor& grad = *params_[p].grad;
     Tensor view = buffers_[bucket_of_[p]].narrow(0, static_cast<int64_t>(offset_of_[p]), params_[p].value->numel());
-    ops::copy_(ctx, *params_[p].grad, view);
+    if (elide && backend.model_copy(CopyKind::d2d, ctx.device, ctx.device, view.nbytes(), ctx.stream, false))
+      grad = Tensor::alias(view.reshape(grad.shape()), grad.device(), grad);
+    else
+      ops::copy_(ctx, grad, view);
   }
   ++stats_.backwards;
 }
