@@ -62,10 +62,10 @@ GzHandle open_gz(const std::string& path) {
   return GzHandle(f);
 }
 
+using Bytes = std::vector<uint8_t, BulkAllocator<uint8_t>>;  // IdxArray::data's type
+
 // Reads up to `n` bytes, appending to `out`; returns how many arrived. Stops early at end of file
 // (including a gzip stream that ends early); throws on corrupt compressed data or an I/O error.
-using Bytes = std::vector<uint8_t, BulkAllocator<uint8_t>>;
-
 size_t read_into(gzFile f, const std::string& path, Bytes& out, size_t n) {
   constexpr size_t kChunk = size_t(1) << 20;
   size_t got = 0;
