@@ -7,14 +7,15 @@
 #
 #   0. preflight (seconds): names, one line each, what is missing: CMake >= 3.25, a C++20 compiler,
 #      nvcc, pkg-config, each library and header of the build (zlib, nlohmann-json, CLI11, toml++,
-#      md4c, OpenBLAS + cblas.h, GoogleTest/GoogleMock, cuBLAS, NCCL), the driver and the GPU; and
+#      md4c, OpenBLAS + cblas.h, GoogleTest/GoogleMock, Gloo, cuBLAS, NCCL), the driver and the GPU; and
 #      the optional pieces (ninja, compute-sanitizer, python3, PyTorch with CUDA). Anything the build
 #      needs is missing: it stops here, before spending minutes.
 #   1. build (build/gpu-check): sm of this GPU (CMAKE_CUDA_ARCHITECTURES=native; 90 without one),
 #      -lineinfo (compute-sanitizer names file:line), only the targets the check runs.
 #   2. on the GPU, each step under its own timeout and skipped when the budget is short:
-#      CUDA tests (FURNACE_REQUIRE_GPU=1: a missing device fails), device dispatch tests, memcheck
-#      of the op tests, the reference MLP on the GPU vs on the simulator (accuracy), the modelled
+#      CUDA tests (FURNACE_REQUIRE_GPU=1: a missing device fails), device dispatch tests, the
+#      device table (NVML's GPUs against the runtime's, CUDA_VISIBLE_DEVICES against the driver),
+#      memcheck of the op tests, the reference MLP on the GPU vs on the simulator (accuracy), the modelled
 #      clock vs the measured one per phase with data/topologies/h200.toml (tools/phase_compare.py;
 #      goal +-25% per step), DataParallel vs the simulator (2+ GPUs), DDP with one process per GPU
 #      (furnace launch, NCCL) beside the simulator's modelled DDP step (2+ GPUs), throughput fp32/fp16/bf16 at
@@ -114,7 +115,7 @@ print_summary() {
 }
 INTERRUPTED=""
 # What the check would run after the build, so an interrupted run lists what it never reached.
-GPU_STEPS=("CUDA tests vs ref / sim" "memcheck (op tests, -lineinfo)" "train 1 GPU vs sim (accuracy)"
+GPU_STEPS=("CUDA tests vs ref / sim" "devices: NVML + CUDA runtime" "memcheck (op tests, -lineinfo)" "train 1 GPU vs sim (accuracy)"
            "modelled vs measured per phase (h200)" "train DataParallel vs sim" "train DDP (NCCL, a process per GPU) vs sim"
            "throughput fp16/bf16 vs fp32, hidden 4096"
            "furnace vs pytorch eager")
@@ -257,6 +258,7 @@ check_build_pieces() {  # fills MISSING (required) and MISSING_OPT
   have_header cblas.h && have_lib libopenblas.so || missing "OpenBLAS: cblas.h and libopenblas.so (Debian libopenblas-dev, or --deps-prefix)"
   have_header gtest/gtest.h && have_lib libgtest.a libgtest.so || missing "GoogleTest: gtest/gtest.h and libgtest (Debian libgtest-dev, or --deps-prefix)"
   have_header gmock/gmock.h && have_lib libgmock.a libgmock.so || missing "GoogleMock: gmock/gmock.h and libgmock (Debian libgmock-dev, or --deps-prefix)"
+  have_header gloo/config.h && have_lib libgloo.so || missing "Gloo: gloo/config.h and libgloo.so (Debian libgloo-dev, or --deps-prefix)"
   have_header cublas_v2.h && have_lib libcublas.so || missing "cuBLAS: cublas_v2.h and libcublas.so (the CUDA toolkit at $CUDA_HOME)"
   have_header cuda_runtime.h && have_lib libcudart.so || missing "the CUDA runtime: cuda_runtime.h and libcudart.so (the CUDA toolkit at $CUDA_HOME)"
   have_header nccl.h && have_lib libnccl.so || missing_optional "NCCL: nccl.h and libnccl.so (DataParallel then uses peer copies)"
@@ -279,7 +281,7 @@ if ((${#MISSING[@]})); then
     fi
     echo "preflight: using the deps prefix $PFX (made by tools/make_deps_prefix.sh)" | tee -a "$PRE"
     export PATH="$PFX/usr/bin:$PATH"
-    export LD_LIBRARY_PATH="$PFX/usr/lib/$ARCH_TRIPLE:$PFX/usr/lib/$ARCH_TRIPLE/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export LD_LIBRARY_PATH="$PFX/usr/lib/$ARCH_TRIPLE:$PFX/usr/lib/$ARCH_TRIPLE/openblas-pthread:$PFX/usr/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export PKG_CONFIG_PATH="$PFX/usr/lib/$ARCH_TRIPLE/pkgconfig:$PFX/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
     export CMAKE_PREFIX_PATH="$PFX/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
     export CMAKE_INCLUDE_PATH="$PFX/usr/include/$ARCH_TRIPLE/openblas-pthread"
@@ -325,6 +327,12 @@ for py in python3 /usr/bin/python3; do
 done
 [[ -n $TORCH_PY ]] && found "PyTorch with CUDA ($TORCH_PY)" || missing_optional "PyTorch with CUDA (the PyTorch eager comparison is skipped)"
 
+# --skip-build runs executables built elsewhere: the build's pieces are not needed, only the
+# libraries they load (checked with ldd once the executables are found).
+if ((SKIP_BUILD && ${#MISSING[@]})); then
+  for m in "${MISSING[@]}"; do MISSING_OPT+=("$m: not needed with --skip-build"); done
+  MISSING=()
+fi
 if ((${#MISSING[@]})); then
   record preflight FAIL "${#MISSING[@]} missing: $(IFS=';'; echo "${MISSING[*]}" | sed 's/;/; /g')" $((SECONDS - T0))
   RESULT="failed: preflight"
@@ -335,7 +343,7 @@ record preflight ok "all build pieces found${MISSING_OPT[*]:+; optional missing:
 # ---- 1. build -----------------------------------------------------------------------------------
 ARCHS=native
 ((GPUS > 0)) || ARCHS=90  # no GPU to detect: the H200's sm_90
-TARGETS=(furnace test_cuda test_device_ops furnace_bench_gpu)
+TARGETS=(furnace test_cuda test_device_ops test_devices_hardware furnace_bench_gpu)
 if ((!SKIP_BUILD)); then
   generator=()
   command -v ninja >/dev/null && generator=(-G Ninja)
@@ -366,8 +374,10 @@ if ((!SKIP_BUILD)); then
 fi
 FURNACE=$BUILD/runtime/furnace
 BENCH=$BUILD/bench/furnace_bench_gpu
-for exe in "$FURNACE" "$BUILD/tests/test_cuda" "$BUILD/tests/test_device_ops" "$BENCH"; do
+for exe in "$FURNACE" "$BUILD/tests/test_cuda" "$BUILD/tests/test_device_ops" "$BUILD/tests/test_devices_hardware" "$BENCH"; do
   [[ -x $exe ]] || { record "built executables" FAIL "$exe was not built"; RESULT="failed: build"; exit 1; }
+  unresolved=$(ldd "$exe" 2>/dev/null | awk '/not found/ { print $1 }' | sort -u | tr '\n' ' ')
+  [[ -z $unresolved ]] || { record "built executables" FAIL "$(basename "$exe") cannot load ${unresolved}(LD_LIBRARY_PATH, or --deps-prefix)"; RESULT="failed: libraries"; exit 1; }
 done
 export FURNACE_DATA_DIR=$ROOT/data
 unset FURNACE_BACKEND
@@ -405,6 +415,20 @@ if step_status "$name" $? "$STEP_LOG"; then
   passed=$(grep -o '\[  PASSED  \] [0-9]*' "$STEP_LOG" | grep -o '[0-9]*$' || echo 0)
   skipped=$(grep -o '\[  SKIPPED \] [0-9]* test' "$STEP_LOG" | grep -o '[0-9]*' | sed -n 1p || true)
   record "$name" ok "$passed passed, ${skipped:-0} skipped (DataParallel needs 2 GPUs)" "$STEP_SECONDS"
+fi
+
+# The device table on this machine: NVML's physical GPUs, the runtime's logical ones, the
+# CUDA_VISIBLE_DEVICES parser against the driver (a child process per value). Its tests skip only
+# without NVML or a device, which here (nvidia-smi listed a GPU) is a failure.
+name="devices: NVML + CUDA runtime"
+run_step "$name" 20 90 0 -- "$BUILD/tests/test_devices_hardware" --gtest_brief=1
+if step_status "$name" $? "$STEP_LOG"; then
+  passed=$(grep -o '\[  PASSED  \] [0-9]*' "$STEP_LOG" | grep -o '[0-9]*$' || echo 0)
+  if grep -q '\[  SKIPPED \]' "$STEP_LOG"; then
+    record "$name" FAIL "skipped with a GPU present: $(grep -A1 'Skipped' "$STEP_LOG" | sed -n 2p | cut -c1-200)" "$STEP_SECONDS"
+  else
+    record "$name" ok "$passed passed; $("$FURNACE" devices --backend cuda 2>&1 | grep -m1 'the CUDA runtime sees')" "$STEP_SECONDS"
+  fi
 fi
 
 name="memcheck (op tests, -lineinfo)"

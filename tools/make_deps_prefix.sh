@@ -3,7 +3,7 @@
 # needs, taken from this machine's Debian (bookworm) packages with `apt-get download` + `dpkg -x`,
 # for a GPU machine that lacks them (no network there, nothing to install). It holds CMake (with
 # the libraries its binary needs beyond a minimal Debian), ninja, pkgconf and the headers and
-# libraries of zlib, nlohmann-json, CLI11, toml++, md4c, OpenBLAS and GoogleTest. Not here: a C++
+# libraries of zlib, nlohmann-json, CLI11, toml++, md4c, OpenBLAS, GoogleTest and Gloo. Not here: a C++
 # compiler and the CUDA toolkit (nvcc, cuBLAS, NCCL), which a GPU machine must have.
 #
 #   tools/make_deps_prefix.sh [DIR]   the folder (default build/deps-prefix, about 100 MiB) and DIR.tar.gz
@@ -29,6 +29,8 @@ PACKAGES=(
   zlib1g-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libtomlplusplus3 libmd4c-dev
   libmd4c0 libmd4c-html0 libmd4c-html0-dev libopenblas-dev libopenblas-pthread-dev
   libopenblas0-pthread libopenblas0 libgfortran5 libgtest-dev libgmock-dev
+  # Gloo (find_package(Gloo CONFIG REQUIRED): DDP between processes) and what libgloo0 links
+  libgloo-dev libgloo0 libhiredis-dev libhiredis0.14 libibverbs-dev libibverbs1 libnl-3-200 libnl-route-3-200
 )
 command -v apt-get >/dev/null && command -v dpkg >/dev/null ||
   { echo "make_deps_prefix.sh: needs a Debian system (apt-get, dpkg)" >&2; exit 1; }
