@@ -458,10 +458,17 @@ void run(const TrainOptions& o) {
   ProgressBar bar(stderr);
   ProgressFn progress;
   if (!quiet) progress = [&bar](const Progress& p) { bar(p); };
+  // The machine: the simulated topology, or this machine's GPUs where auto or cuda picks them
+  // (resolved as the run will, its environment exported first). DDP's ranks pick their own
+  // backend (ddp_ranks, a launched rank), so their line keeps the topology.
+  const bool on_gpus = !quiet && !json && !worker && sc.parallel_mode() != ParallelMode::ddp &&
+                       sc.backend != "sim" && resolve_backend_name(sc.backend, sc.env) == "cuda" &&
+                       cuda_device_count() > 0;
   if (!quiet && !json)
-    std::printf("furnace train: MLP 784-%s-10, batch %lld, %s, %d epoch%s, topology %s, %s\n",
+    std::printf("furnace train: MLP 784-%s-10, batch %lld, %s, %d epoch%s, %s, %s\n",
                 widths.c_str(), static_cast<long long>(sc.batch), optimizer_text(sc).c_str(), sc.epochs,
-                sc.epochs == 1 ? "" : "s", sc.topology.c_str(),
+                sc.epochs == 1 ? "" : "s",
+                on_gpus ? "this machine's GPUs (cuda backend)" : ("topology " + sc.topology).c_str(),
                 sc.parallel_mode() == ParallelMode::ddp ? "rank r on cuda:r" : ("device cuda:" + std::to_string(sc.device)).c_str());
   if (!quiet && !json && (sc.amp_mode() != AmpMode::off || sc.accum > 1 || sc.workers > 0 || sc.pin_memory))
     std::printf("  amp %s, accumulation %d (effective batch %lld%s), DataLoader(num_workers=%d, "

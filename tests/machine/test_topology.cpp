@@ -139,7 +139,7 @@ TEST_F(BuiltinTopologies, EveryBuiltinLoadsWithUniqueIdsInPciOrder) {
       }
       EXPECT_LT(g.context_bytes, g.memory_bytes);
       EXPECT_GE(g.context_bytes, 300 * kMiB);
-      EXPECT_LE(g.context_bytes, 500 * kMiB);
+      EXPECT_LE(g.context_bytes, 700 * kMiB);  // h200: 588 MiB measured + cuBLAS's 32 MiB workspace
       EXPECT_DOUBLE_EQ(g.launch_latency_s, 5e-6);
     }
     EXPECT_LE(t.host.pageable_bandwidth, t.host.pinned_bandwidth);

@@ -101,10 +101,11 @@ const std::vector<Row> kTable = {
     {"{u3}", {3}, VisibilityStop::none, 0, "cuda:0 = GPU 3"},
     {"{u5:8}", {5}, VisibilityStop::none, 0, "is a unique prefix of GPU 5's UUID"},
     {"{u5:8},{u1:12}", {5, 1}, VisibilityStop::none, 0, "cuda:0 = GPU 5, cuda:1 = GPU 1"},
-    {"GPU-", {}, VisibilityStop::ambiguous_uuid, 1, "is ambiguous: it starts the UUIDs of 8 GPUs"},
+    {"GPU-", {}, VisibilityStop::unknown_uuid, 1, "has no UUID digits after GPU-"},
     {"{u2:8},{amb}", {2}, VisibilityStop::ambiguous_uuid, 2, "is ambiguous"},
     {"{u2:8},GPU-zz", {2}, VisibilityStop::unknown_uuid, 2, "entry 2 'GPU-zz' matches no GPU's UUID"},
-    {"{U2:8}", {}, VisibilityStop::unknown_uuid, 1, "matched case-sensitively"},
+    {"{U2:8}", {2}, VisibilityStop::none, 0, "the CUDA driver matches UUIDs regardless of case"},
+    {"{U2:8},{u2}", {}, VisibilityStop::duplicate, 2, "names GPU 2 again (entry 1)"},
     {"{u2:8},{u2}", {}, VisibilityStop::duplicate, 2, "names GPU 2 again (entry 1)"},
     {"{u2:8},{u2:8}", {}, VisibilityStop::duplicate, 2, "repeats entry 1"},
     // mixing forms, and whitespace inside identifier lists (PyTorch does not strip them)

@@ -104,15 +104,19 @@ std::unique_ptr<Backend> make_backend(const std::string& requested, const Topolo
   FURNACE_FAIL() << "unknown backend '" << printable(name) << "' (choose sim or cuda)";
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& requested, const Topology& topology,
-                                      TraceBus* trace, const Environment& env) {
-  if (requested == "sim") return make_sim_process_backend(topology, trace, env);
+std::string resolve_backend_name(const std::string& requested, const Environment& env) {
   if (requested == "cuda" || requested == "auto") {
     // The real driver reads the real environment once, at cuInit: export before anything
     // touches CUDA (make_backend's device check, or auto's device count, is the first CUDA call).
     for (const auto& [key, value] : env) ::setenv(key.c_str(), value.c_str(), 1);
   }
-  const std::string name = resolve_backend_name(requested);
+  return resolve_backend_name(requested);
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& requested, const Topology& topology,
+                                      TraceBus* trace, const Environment& env) {
+  if (requested == "sim") return make_sim_process_backend(topology, trace, env);
+  const std::string name = resolve_backend_name(requested, env);
   if (name == "sim") return make_sim_process_backend(topology, trace, env);
   return make_backend(name, topology, trace);
 }

@@ -6,8 +6,10 @@
 //
 //   1. A value starting with "GPU-" or "MIG-" is a list of identifiers: entries are taken while
 //      they carry that same prefix, exactly as written (no whitespace is stripped); a repeated
-//      string empties the whole list. GPU- entries are then resolved as UUID prefixes: no match or
-//      more than one match stops the list; two entries resolving to the same GPU empty it.
+//      string empties the whole list. GPU- entries are then resolved as UUID prefixes, in any
+//      case, and "GPU-" alone names nothing (the driver's answer; PyTorch's copy is
+//      case-sensitive and reads "GPU-" as a prefix of every UUID): no match or more than one match
+//      stops the list; two entries resolving to the same GPU empty it.
 //   2. Anything else is a list of ordinals. Each entry is stripped of whitespace (Python's
 //      str.strip(): space, \t \n \v \f \r and \x1c-\x1f) and read like strtoul: an optional sign,
 //      then the leading digits; whatever follows is ignored ("1gpu2" is 1). No digits gives -1. A
@@ -15,6 +17,10 @@
 //   3. The first ordinal >= the number of GPUs ends the list there.
 //   4. Ordinals count in CUDA_DEVICE_ORDER's enumeration; identifiers name physical GPUs.
 //
+// Checked against a real driver (580.159.04, one H200; tests/cuda/test_devices_hardware.cpp):
+// duplicates, whitespace, signs, trailing text and the pre-R470 MIG form agree with these rules; upper-case
+// UUID digits and "GPU-" alone follow the driver (above); "MIG-" + a GPU's UUID digits named that
+// GPU there, which Furnace does not model (no simulated GPU has MIG).
 // Where Furnace departs from PyTorch, and why: a lone sign ("+", "-x") makes PyTorch's int() raise
 // ValueError; here it is an entry with no digits. MIG identifiers make PyTorch defer to the driver;
 // here they are recognised (both forms of the MIG user guide) and, since no simulated GPU is in
@@ -38,6 +44,11 @@ constexpr size_t kMaxShown = 48;       // longest entry quoted in a note
 constexpr int kMaxEntryNotes = 8;      // per-entry remarks before "... and N more"
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+std::string lower_case(std::string_view s) {
+  std::string r(s);
+  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return r;
+}
 
 // Python's str.isspace() for ASCII.
 bool is_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }
@@ -342,22 +353,20 @@ Visibility resolve_visibility(const std::vector<GpuSpec>& gpus,
     std::vector<std::pair<int, std::string>> picked;
     std::vector<size_t> picked_entry;
     for (size_t i = 0; i < ids.size(); ++i) {
+      // The driver compares UUIDs regardless of case and takes "GPU-" alone as no UUID (both seen
+      // with driver 580.159.04 on an H200, tests/cuda/test_devices_hardware.cpp); PyTorch's
+      // NVML-based count compares case-sensitively and takes "GPU-" as a prefix of every UUID.
+      const std::string id = lower_case(ids[i]);
       std::vector<int> matches;
-      for (int g = 0; g < n; ++g)
-        if (starts_with(gpus[static_cast<size_t>(g)].uuid, ids[i])) matches.push_back(g);
+      for (int g = 0; g < n && id.size() > kGpuPrefix.size(); ++g)
+        if (starts_with(lower_case(gpus[static_cast<size_t>(g)].uuid), id)) matches.push_back(g);
       if (matches.size() != 1) {
         std::string msg = entry_ref(i, ids[i]);
         if (matches.empty()) {
-          msg += " matches no GPU's UUID";
-          std::string lower(ids[i]);
-          for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-          lower.replace(0, 4, "GPU-");
-          for (int g = 0; g < n; ++g)
-            if (lower != ids[i] && starts_with(gpus[static_cast<size_t>(g)].uuid, lower)) {
-              msg += " (UUIDs are matched case-sensitively, as PyTorch does; nvidia-smi prints "
-                     "them in lower case)";
-              break;
-            }
+          msg += id.size() == kGpuPrefix.size()
+                     ? " has no UUID digits after GPU-, so it matches no GPU (the CUDA driver shows no "
+                       "device; PyTorch's NVML-based count would read it as a prefix of every UUID)"
+                     : " matches no GPU's UUID";
           stop_at(VisibilityStop::unknown_uuid, i);
         } else {
           msg += " is ambiguous: it starts the UUIDs of " + std::to_string(matches.size()) + " GPUs (";
@@ -382,6 +391,10 @@ Visibility resolve_visibility(const std::vector<GpuSpec>& gpus,
         stop_at(VisibilityStop::duplicate, i);
         return finish({});
       }
+      if (id != ids[i])
+        remarks.add(entry_ref(i, ids[i]) + " has upper-case digits: the CUDA driver matches UUIDs "
+                    "regardless of case (PyTorch's NVML-based count, PYTORCH_NVML_BASED_CUDA_CHECK=1, "
+                    "would not; nvidia-smi prints them in lower case)");
       if (ids[i].size() < gpus[static_cast<size_t>(g)].uuid.size())
         remarks.add(entry_ref(i, ids[i]) + " is a unique prefix of GPU " + std::to_string(g) +
                     "'s UUID " + gpus[static_cast<size_t>(g)].uuid);

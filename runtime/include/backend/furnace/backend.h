@@ -219,6 +219,10 @@ std::unique_ptr<Backend> make_backend(const std::string& name, const Topology& t
 // CUDA is not initialised yet; variables absent from `env` are left as they are).
 std::unique_ptr<Backend> make_backend(const std::string& name, const Topology& topology,
                                       TraceBus* trace, const Environment& env);
+// What make_backend(name, topology, trace, env) will run on, with its side effect: "cuda" or
+// "auto" exports `env` first, as make_backend does, so the device count auto reads is the one the
+// run will see. For a line that names the machine before the run starts.
+std::string resolve_backend_name(const std::string& name, const Environment& env);
 
 // On a real machine: the physical GPUs from NVML (PCI order, CUDA_VISIBLE_DEVICES ignored) and
 // the CUDA runtime's logical devices, matched by UUID, else by PCI bus id.
