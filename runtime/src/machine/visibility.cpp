@@ -18,9 +18,9 @@
 //   4. Ordinals count in CUDA_DEVICE_ORDER's enumeration; identifiers name physical GPUs.
 //
 // Checked against a real driver (580.159.04, one H200; tests/cuda/test_devices_hardware.cpp):
-// duplicates, whitespace, signs, trailing text and the pre-R470 MIG form agree with these rules; upper-case
-// UUID digits and "GPU-" alone follow the driver (above); "MIG-" + a GPU's UUID digits named that
-// GPU there, which Furnace does not model (no simulated GPU has MIG).
+// duplicates, whitespace, signs, trailing text and the pre-R470 MIG form agree with these rules;
+// upper-case UUID digits and "GPU-" alone follow the driver (above); "MIG-" + a GPU's UUID digits
+// named that GPU there, which Furnace does not model (no simulated GPU has MIG).
 // Where Furnace departs from PyTorch, and why: a lone sign ("+", "-x") makes PyTorch's int() raise
 // ValueError; here it is an entry with no digits. MIG identifiers make PyTorch defer to the driver;
 // here they are recognised (both forms of the MIG user guide) and, since no simulated GPU is in
