@@ -7,16 +7,16 @@
 #
 #   0. preflight (seconds): names, one line each, what is missing: CMake >= 3.25, a C++20 compiler,
 #      nvcc, pkg-config, each library and header of the build (zlib, nlohmann-json, CLI11, toml++,
-#      md4c, OpenBLAS + cblas.h, GoogleTest/GoogleMock, Gloo, cuBLAS, NCCL), the driver and the GPU; and
-#      the optional pieces (ninja, compute-sanitizer, python3, PyTorch with CUDA). Anything the build
+#      md4c, OpenBLAS + cblas.h, GoogleTest/GoogleMock, Gloo, cuBLAS, NCCL), the driver and the
+#      GPU; and the optional pieces (ninja, compute-sanitizer, python3, PyTorch with CUDA). Anything the build
 #      needs is missing: it stops here, before spending minutes.
 #   1. build (build/gpu-check): sm of this GPU (CMAKE_CUDA_ARCHITECTURES=native; 90 without one),
 #      -lineinfo (compute-sanitizer names file:line), only the targets the check runs.
 #   2. on the GPU, each step under its own timeout and skipped when the budget is short:
 #      CUDA tests (FURNACE_REQUIRE_GPU=1: a missing device fails), device dispatch tests, the
 #      device table (NVML's GPUs against the runtime's, CUDA_VISIBLE_DEVICES against the driver),
-#      memcheck of the op tests, the reference MLP on the GPU vs on the simulator (accuracy), the modelled
-#      clock vs the measured one per phase with data/topologies/h200.toml (tools/phase_compare.py;
+#      memcheck of the op tests, the reference MLP on the GPU vs on the simulator (accuracy), the
+#      modelled clock vs the measured one per phase with data/topologies/h200.toml (tools/phase_compare.py;
 #      goal +-25% per step), DataParallel vs the simulator (2+ GPUs), DDP with one process per GPU
 #      (furnace launch, NCCL) beside the simulator's modelled DDP step (2+ GPUs), throughput fp32/fp16/bf16 at
 #      hidden 4096 and Furnace vs PyTorch eager where PyTorch with CUDA is installed.
@@ -115,7 +115,8 @@ print_summary() {
 }
 INTERRUPTED=""
 # What the check would run after the build, so an interrupted run lists what it never reached.
-GPU_STEPS=("CUDA tests vs ref / sim" "devices: NVML + CUDA runtime" "memcheck (op tests, -lineinfo)" "train 1 GPU vs sim (accuracy)"
+GPU_STEPS=("CUDA tests vs ref / sim" "devices: NVML + CUDA runtime" "memcheck (op tests, -lineinfo)"
+           "train 1 GPU vs sim (accuracy)"
            "modelled vs measured per phase (h200)" "train DataParallel vs sim" "train DDP (NCCL, a process per GPU) vs sim"
            "throughput fp16/bf16 vs fp32, hidden 4096"
            "furnace vs pytorch eager")

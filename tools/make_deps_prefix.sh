@@ -3,8 +3,8 @@
 # needs, taken from this machine's Debian (bookworm) packages with `apt-get download` + `dpkg -x`,
 # for a GPU machine that lacks them (no network there, nothing to install). It holds CMake (with
 # the libraries its binary needs beyond a minimal Debian), ninja, pkgconf and the headers and
-# libraries of zlib, nlohmann-json, CLI11, toml++, md4c, OpenBLAS, GoogleTest and Gloo. Not here: a C++
-# compiler and the CUDA toolkit (nvcc, cuBLAS, NCCL), which a GPU machine must have.
+# libraries of zlib, nlohmann-json, CLI11, toml++, md4c, OpenBLAS, GoogleTest and Gloo. Not here:
+# a C++ compiler and the CUDA toolkit (nvcc, cuBLAS, NCCL), which a GPU machine must have.
 #
 #   tools/make_deps_prefix.sh [DIR]   the folder (default build/deps-prefix, about 100 MiB) and DIR.tar.gz
 #                                     (about 38 MiB: what travels; a device run carries at most 64 MiB,
