@@ -13,6 +13,8 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <limits>
 #include <vector>
@@ -447,6 +449,35 @@ TEST(ParallelApply, KeepsItsWorkerThreadsBetweenCallsAndStartsMoreWhenMoreReplic
   const std::vector<std::thread::id> two = meet_in_parallel_apply(2, met);
   EXPECT_TRUE(met);
   EXPECT_NE(two[0], two[1]);
+}
+
+TEST(ParallelApply, WithFewerThreadsThanReplicasRunsEachReplicaOnceAndLabelsTheLowestFailure) {
+  const std::vector<int> devices{0, 1, 2, 3, 4, 5, 6, 7};
+  std::mutex mu;
+  std::map<size_t, int> runs;
+  std::set<std::thread::id> threads;
+  parallel::parallel_apply(devices, [&](size_t i) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++runs[i];
+    threads.insert(std::this_thread::get_id());
+  }, /*max_threads=*/2);
+  ASSERT_EQ(runs.size(), devices.size());
+  for (const auto& [i, n] : runs) EXPECT_EQ(n, 1) << "replica " << i;
+  EXPECT_LE(threads.size(), 2u);
+  EXPECT_TRUE(threads.count(std::this_thread::get_id()));  // the caller takes replicas too
+  // Every replica still runs to the end; the lowest failing one is reported, with its device.
+  std::vector<int> ran(devices.size(), 0);
+  try {
+    parallel::parallel_apply(devices, [&](size_t i) {
+      ran[i] = 1;
+      if (i == 3 || i == 6) throw std::runtime_error("boom " + std::to_string(i));
+    }, 3);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.message(), ::testing::HasSubstr("in replica 3 on device 3"));
+    EXPECT_THAT(e.message(), ::testing::HasSubstr("boom 3"));
+  }
+  EXPECT_EQ(ran, std::vector<int>(devices.size(), 1));
 }
 
 TEST(ParallelApply, ANestedCallGetsThreadsOfItsOwnInsteadOfWaitingForTheBusyPool) {

@@ -29,8 +29,8 @@ OpContext on(OpContext& ctx, int device) { return OpContext{ctx.rt, device, ctx.
 // Below this many elements a host sum is not worth handing to other threads.
 constexpr int64_t kMinRangeToSplit = int64_t{1} << 16;
 
-// The CPUs this process may run on (its affinity mask at first use, which taskset and cgroups
-// narrow).
+}  // namespace
+
 size_t host_cores() {
   static const size_t cores = [] {
     cpu_set_t set;
@@ -40,6 +40,8 @@ size_t host_cores() {
   }();
   return cores;
 }
+
+namespace {
 
 // torch.cat of `parts` into `flat` as the simulator runs it when the flat buffer is only ever the
 // source of elided copies: the kernel modelled (clock, trace), the bytes not moved.

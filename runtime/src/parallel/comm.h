@@ -58,6 +58,10 @@ Tensor add_across_devices(OpContext& ctx, const std::vector<Tensor>& terms, bool
 // add_across_devices(..., move_bytes = false). Host-accessible (simulator) memory only.
 void add_n_bytes(Tensor& out, const std::vector<Tensor>& terms);
 
+// The CPUs this process may run on (its affinity mask at first use, which taskset and cgroups
+// narrow).
+size_t host_cores();
+
 // comm.reduce_add(inputs, destination): the elementwise SUM of same-shape tensors, one per
 // device, as a new tensor on `destination`, which must hold one of them (the root):
 // root + copy(first other), then += copy(each further other), in input order.

@@ -8,6 +8,7 @@
 
 #include "furnace/error.h"     // defines: FURNACE_CHECK
 #include "furnace/parallel.h"  // defines: DataParallel, the verbs
+#include "parallel/comm.h"     // defines: host_cores
 
 namespace furnace {
 namespace {
@@ -67,6 +68,13 @@ int resolve_output(Runtime& rt, const std::vector<int>& ids,
   FURNACE_CHECK(!ids.empty()) << "list index out of range";
   return output_device ? *output_device : ids[0];
 }
+
+// The replicas' forward and backward on at most one thread per host core. PyTorch gives each
+// replica a thread of its own, but its threads only launch kernels; here they do the GPUs' work,
+// and more of them than cores only take turns. Measured on 2 cores, DataParallel over 8 simulated
+// GPUs (`furnace train`, one epoch, pairs alternated): 8 threads 24,000-29,600 samples/s, 2
+// threads 29,000-30,400. The replicas never wait for one another, so any thread may run any.
+size_t replica_threads() { return parallel::host_cores(); }
 
 }  // namespace
 
@@ -132,7 +140,7 @@ Tensor DataParallel::forward(OpContext& ctx, const Tensor& input) {
   timeline_.end(DpPhase::replicate, "replicate");
   timeline_.begin();
   std::vector<Tensor> outputs =
-      parallel::parallel_apply(rt_, replicas_, inputs, used_devices_, ctx.autocast);
+      parallel::parallel_apply(rt_, replicas_, inputs, used_devices_, ctx.autocast, replica_threads());
   timeline_.end(DpPhase::compute, "forward");
   timeline_.begin();
   OpContext out_ctx{rt_, output_device_, ctx.stream};
@@ -169,7 +177,7 @@ void DataParallel::backward(OpContext& ctx, const Tensor& grad_output) {
     OpContext dev{rt_, used_devices_[i], ctx.stream};
     replicas_[i]->backward(dev, grads[i]);
     coalesced[i] = parallel::coalesce_replica_grads(dev, *replicas_[i]);
-  });
+  }, replica_threads());
   timeline_.end(DpPhase::compute, "backward");
   timeline_.begin();
   OpContext src{rt_, device_ids_[0], ctx.stream};

@@ -5,6 +5,8 @@
 // What the threads share, and why it is safe: each worker drives its own device, so it touches
 // its own caching allocator (locked anyway), its own SimBackend clock (one lock per device) and
 // the TraceBus (dispatch is locked). Not here: autocast state (the amp issue hands it over).
+#include <algorithm>
+#include <atomic>
 #include <exception>
 #include <string>
 #include <system_error>
@@ -58,7 +60,8 @@ void run_on_fresh_threads(size_t n, const std::function<void(size_t)>& worker) {
 
 }  // namespace
 
-void parallel_apply(const std::vector<int>& devices, const std::function<void(size_t)>& work) {
+void parallel_apply(const std::vector<int>& devices, const std::function<void(size_t)>& work,
+                    size_t max_threads) {
   const size_t n = devices.size();
   std::vector<std::exception_ptr> errors(n);
   auto worker = [&](size_t i) {
@@ -76,13 +79,20 @@ void parallel_apply(const std::vector<int>& devices, const std::function<void(si
     // more cores k workers x a pool each would oversubscribe them, and OpenBLAS's pthread build
     // serialises concurrent callers of its one pool; one thread each is the safe choice.
     CpuGemmThreadsScope one_blas_thread(1);
+    // Fewer threads than replicas: each thread claims the next replica until none is left.
+    const size_t threads = std::min(n, std::max<size_t>(1, max_threads));
+    std::atomic<size_t> next{0};
+    const std::function<void(size_t)> claim = [&](size_t) {
+      for (size_t i = next.fetch_add(1); i < n; i = next.fetch_add(1)) worker(i);
+    };
+    const std::function<void(size_t)>& job = threads < n ? claim : worker;
     bool ran = false;
     try {
-      ran = WorkerPool::shared().try_run(n, worker);
+      ran = WorkerPool::shared().try_run(threads, job);
     } catch (const std::system_error&) {
       ran = false;  // the pool could not start a thread: fresh threads below, or the caller alone
     }
-    if (!ran) run_on_fresh_threads(n, worker);
+    if (!ran) run_on_fresh_threads(threads, job);
   }
   for (size_t i = 0; i < n; ++i)
     if (errors[i]) rethrow_labelled(errors[i], i, devices[i]);
@@ -90,7 +100,8 @@ void parallel_apply(const std::vector<int>& devices, const std::function<void(si
 
 std::vector<Tensor> parallel_apply(Runtime& rt, std::vector<std::unique_ptr<MLP>>& replicas,
                                    const std::vector<Tensor>& inputs,
-                                   const std::vector<int>& devices, DType autocast) {
+                                   const std::vector<int>& devices, DType autocast,
+                                   size_t max_threads) {
   FURNACE_CHECK(replicas.size() == inputs.size())
       << "The number of modules " << replicas.size() << " is not equal to the number of inputs "
       << inputs.size();
@@ -99,7 +110,7 @@ std::vector<Tensor> parallel_apply(Runtime& rt, std::vector<std::unique_ptr<MLP>
   parallel_apply(devices, [&](size_t i) {
     OpContext ctx{rt, devices[i], 0, autocast};  // the worker's device and stream, caller's autocast
     outputs[i] = replicas[i]->forward(ctx, inputs[i]);
-  });
+  }, max_threads);
   return outputs;
 }
 

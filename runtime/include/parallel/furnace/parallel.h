@@ -118,12 +118,16 @@ std::vector<FlatBucket> coalesce_replica_grads(OpContext& ctx, MLP& replica);
 // Every worker runs to the end; then the failure of the lowest replica, if any, is rethrown as
 // "Caught <type> in replica <i> on device <devices[i]>. Original error: <message>", keeping its
 // type (OutOfMemoryError stays one).
-void parallel_apply(const std::vector<int>& devices, const std::function<void(size_t i)>& work);
+// `max_threads` below devices.size() runs the work on that many threads instead, each taking the
+// next replica until none is left: only for work whose replicas never wait for one another.
+void parallel_apply(const std::vector<int>& devices, const std::function<void(size_t i)>& work,
+                    size_t max_threads = SIZE_MAX);
 // The module form: outputs[i] = replicas[i].forward(inputs[i]) on devices[i]. Each worker enters
 // the caller's autocast state (`autocast`), as PyTorch's workers do.
 std::vector<Tensor> parallel_apply(Runtime& rt, std::vector<std::unique_ptr<MLP>>& replicas,
                                    const std::vector<Tensor>& inputs, const std::vector<int>& devices,
-                                   DType autocast = DType::f32);
+                                   DType autocast = DType::f32,
+                                   size_t max_threads = SIZE_MAX);
 
 }  // namespace parallel
 
