@@ -4,6 +4,7 @@
 // torch/nn/parallel/data_parallel.py. Not here: the verbs themselves (one file each), the loss
 // and the optimizer (the caller's, on output_device and device_ids[0]).
 #include <algorithm>
+#include <cstdint>  // defines: SIZE_MAX
 #include <cstdio>
 
 #include "furnace/error.h"     // defines: FURNACE_CHECK
@@ -69,12 +70,15 @@ int resolve_output(Runtime& rt, const std::vector<int>& ids,
   return output_device ? *output_device : ids[0];
 }
 
-// The replicas' forward and backward on at most one thread per host core. PyTorch gives each
-// replica a thread of its own, but its threads only launch kernels; here they do the GPUs' work,
-// and more of them than cores only take turns. Measured on 2 cores, DataParallel over 8 simulated
-// GPUs (`furnace train`, one epoch, pairs alternated): 8 threads 24,000-29,600 samples/s, 2
-// threads 29,000-30,400. The replicas never wait for one another, so any thread may run any.
-size_t replica_threads() { return parallel::host_cores(); }
+// On the simulator, the replicas' forward and backward run on at most one thread per host core.
+// PyTorch gives each replica a thread of its own, which only launches kernels, as the CUDA
+// backend's do (so it keeps one each); the simulator's threads do the GPUs' work, and more of
+// them than cores only take turns. Measured on 2 cores, DataParallel over 8 simulated GPUs
+// (`furnace train`, one epoch, pairs alternated): 8 threads 24,000-29,600 samples/s, 2 threads
+// 29,000-30,400. The replicas never wait for one another, so any thread may run any.
+size_t replica_threads(Runtime& rt) {
+  return rt.backend().host_accessible() ? parallel::host_cores() : SIZE_MAX;
+}
 
 }  // namespace
 
@@ -140,7 +144,7 @@ Tensor DataParallel::forward(OpContext& ctx, const Tensor& input) {
   timeline_.end(DpPhase::replicate, "replicate");
   timeline_.begin();
   std::vector<Tensor> outputs =
-      parallel::parallel_apply(rt_, replicas_, inputs, used_devices_, ctx.autocast, replica_threads());
+      parallel::parallel_apply(rt_, replicas_, inputs, used_devices_, ctx.autocast, replica_threads(rt_));
   timeline_.end(DpPhase::compute, "forward");
   timeline_.begin();
   OpContext out_ctx{rt_, output_device_, ctx.stream};
@@ -177,7 +181,7 @@ void DataParallel::backward(OpContext& ctx, const Tensor& grad_output) {
     OpContext dev{rt_, used_devices_[i], ctx.stream};
     replicas_[i]->backward(dev, grads[i]);
     coalesced[i] = parallel::coalesce_replica_grads(dev, *replicas_[i]);
-  }, replica_threads());
+  }, replica_threads(rt_));
   timeline_.end(DpPhase::compute, "backward");
   timeline_.begin();
   OpContext src{rt_, device_ids_[0], ctx.stream};
