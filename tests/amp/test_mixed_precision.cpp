@@ -17,13 +17,8 @@
 namespace furnace {
 namespace {
 
+using test_support::host_tensor;
 using test_support::random_vec;
-
-Tensor host_tensor(const std::vector<float>& v, Shape shape) {
-  Tensor t = Tensor::empty_host(std::move(shape));
-  std::copy(v.begin(), v.end(), t.data<float>());
-  return t;
-}
 
 struct Sim {
   explicit Sim(const char* topology) : rt(make_sim_backend(load_topology(topology), &bus), bus) {}

@@ -31,6 +31,7 @@
 namespace furnace {
 namespace {
 
+using test_support::host_tensor;
 using test_support::random_vec;
 
 using parallel::chunk_sizes;
@@ -42,12 +43,6 @@ std::vector<float> host_values(Runtime& rt, const Tensor& t) {
   ops::copy_(ctx, h, t);
   std::copy(h.data<float>(), h.data<float>() + t.numel(), out.begin());
   return out;
-}
-
-Tensor host_tensor(const std::vector<float>& v, Shape shape) {
-  Tensor t = Tensor::empty_host(std::move(shape));
-  std::copy(v.begin(), v.end(), t.data<float>());
-  return t;
 }
 
 // A machine of `topology` as one process sees it, with the events it emits.
@@ -454,16 +449,21 @@ TEST(ParallelApply, KeepsItsWorkerThreadsBetweenCallsAndStartsMoreWhenMoreReplic
 TEST(ParallelApply, WithFewerThreadsThanReplicasRunsEachReplicaOnceAndLabelsTheLowestFailure) {
   const std::vector<int> devices{0, 1, 2, 3, 4, 5, 6, 7};
   std::mutex mu;
+  std::condition_variable both_in;
   std::map<size_t, int> runs;
   std::set<std::thread::id> threads;
   parallel::parallel_apply(devices, [&](size_t i) {
-    std::lock_guard<std::mutex> lock(mu);
+    std::unique_lock<std::mutex> lock(mu);
     ++runs[i];
     threads.insert(std::this_thread::get_id());
+    both_in.notify_all();
+    // A replica waits (10 s at most) until a second thread has taken one: work this small could
+    // otherwise all go to whichever thread starts first.
+    both_in.wait_for(lock, std::chrono::seconds(10), [&] { return threads.size() >= 2; });
   }, /*max_threads=*/2);
   ASSERT_EQ(runs.size(), devices.size());
   for (const auto& [i, n] : runs) EXPECT_EQ(n, 1) << "replica " << i;
-  EXPECT_LE(threads.size(), 2u);
+  EXPECT_EQ(threads.size(), 2u);
   EXPECT_TRUE(threads.count(std::this_thread::get_id()));  // the caller takes replicas too
   // Every replica still runs to the end; the lowest failing one is reported, with its device.
   std::vector<int> ran(devices.size(), 0);

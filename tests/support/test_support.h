@@ -3,6 +3,7 @@
 // the way out). Header-only; every test executable may include it.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -20,6 +21,13 @@ inline std::vector<float> random_vec(size_t n, uint64_t seed, float lo = -1.0f, 
   std::vector<float> v(n);
   for (float& x : v) x = g.uniform(lo, hi);
   return v;
+}
+
+// A host (CPU) f32 tensor of `shape` holding `v`.
+inline Tensor host_tensor(const std::vector<float>& v, Shape shape) {
+  Tensor t = Tensor::empty_host(std::move(shape));
+  std::copy(v.begin(), v.end(), t.data<float>());
+  return t;
 }
 
 // A tensor of `shape` and dtype `dt` on cuda:`device` holding `v` (rounded to dt).

@@ -51,6 +51,16 @@ Tensor Linear::forward(OpContext& ctx, const Tensor& x) {
 }
 
 Tensor Linear::backward(OpContext& ctx, const Tensor& dout, bool need_dinp) {
+  return backward_impl(ctx, dout, need_dinp, nullptr, 0);
+}
+
+Tensor Linear::backward(OpContext& ctx, const Tensor& dout, bool need_dinp, WeightGradSink& sink,
+                        size_t layer) {
+  return backward_impl(ctx, dout, need_dinp, &sink, layer);
+}
+
+Tensor Linear::backward_impl(OpContext& ctx, const Tensor& dout, bool need_dinp,
+                             WeightGradSink* sink, size_t layer) {
   FURNACE_CHECK(input_.defined()) << "Linear.backward called without a forward";
   // .grad is created by the first backward after zero_grad() (set_to_none): AccumulateGrad takes
   // that backward's gradient as it is, later backwards (accumulation micro-steps) add to it.
@@ -64,10 +74,13 @@ Tensor Linear::backward(OpContext& ctx, const Tensor& dout, bool need_dinp) {
   const DType dt = input_.dtype();
   Tensor g = cast_to(ctx, dout, dt);
   const Tensor& w = dt == DType::f32 ? weight : weight_half_;
+  FURNACE_CHECK(!sink || (fresh && dt == DType::f32))
+      << "Linear.backward: only an fp32 first backward hands its weight gradient elsewhere";
   Tensor dinp;
   if (need_dinp) dinp = Tensor::empty(rt_, Device::at(device_), input_.shape(), dt);
   ops::linear_backward(ctx, need_dinp ? &dinp : nullptr, grad_weight, grad_bias, g, input_, w,
-                       /*accumulate=*/!fresh);
+                       /*accumulate=*/!fresh, /*weight_grad_elsewhere=*/sink != nullptr);
+  if (sink) sink->take(layer, g, input_);
   weight_half_ = Tensor();
   bias_half_ = Tensor();
   return dinp;

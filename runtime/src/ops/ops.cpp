@@ -106,7 +106,8 @@ void linear_forward(OpContext& ctx, Tensor& out, const Tensor& inp, const Tensor
 }
 
 void linear_backward(OpContext& ctx, Tensor* dinp, Tensor& dweight, Tensor& dbias,
-                     const Tensor& dout, const Tensor& inp, const Tensor& weight, bool accumulate) {
+                     const Tensor& dout, const Tensor& inp, const Tensor& weight, bool accumulate,
+                     bool weight_grad_elsewhere) {
   const char* op = "linear_backward";
   const DType dt = dout.dtype();  // under autocast the activations and weight copies are 16-bit;
                                   // the master gradients stay fp32
@@ -125,9 +126,13 @@ void linear_backward(OpContext& ctx, Tensor* dinp, Tensor& dweight, Tensor& dbia
     require(*dinp, "grad_input", op, ctx, dt, 2);
     FURNACE_CHECK(dinp->shape() == inp.shape()) << op << ": grad_input shape " << shape_str(dinp->shape());
   }
+  FURNACE_CHECK(!weight_grad_elsewhere ||
+                (dt == DType::f32 && !accumulate && ctx.rt.backend().host_accessible()))
+      << op << ": a weight gradient computed elsewhere must be fp32, the first one, in host memory";
   gemm_workspace(ctx);
   OpWorkspace ws(ctx);
-  table(ctx).linear_backward(stream_of(ctx), dinp ? dinp->raw() : nullptr, dweight.data<float>(),
+  table(ctx).linear_backward(stream_of(ctx), dinp ? dinp->raw() : nullptr,
+                             weight_grad_elsewhere ? nullptr : dweight.data<float>(),
                              dbias.data<float>(), dout.raw(), inp.raw(), weight.raw(),
                              static_cast<int>(B), static_cast<int>(C), static_cast<int>(OC), dt,
                              accumulate, ws);

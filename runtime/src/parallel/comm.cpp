@@ -313,10 +313,11 @@ std::vector<size_t> reduce_add_order(const std::vector<Tensor>& inputs, int dest
 }
 
 std::vector<FlatBucket> coalesce_for_reduce(OpContext& ctx, const std::vector<Tensor>& tensors,
-                                            size_t buffer_size) {
+                                            size_t buffer_size, bool parts_written) {
   // The simulator models each cat but moves no bytes: the reduce reads the parts themselves
   // (reduce_add_flattened), which saves a copy of every gradient per replica on the CPU.
   const bool elide = ctx.rt.backend().host_accessible();
+  FURNACE_ASSERT(parts_written || elide) << "coalesce_for_reduce: unwritten parts on a device backend";
   std::vector<FlatBucket> flats;
   for (const std::vector<size_t>& bucket : buckets_within_limit(tensors, buffer_size)) {
     std::vector<Tensor> parts;
@@ -327,7 +328,7 @@ std::vector<FlatBucket> coalesce_for_reduce(OpContext& ctx, const std::vector<Te
       parts.push_back(tensors[i]);
     }
     // A single tensor is flattened as a view (no cat): its bytes are in place either way.
-    const bool written = !elide || parts.size() == 1;
+    const bool written = parts_written && (!elide || parts.size() == 1);
     Tensor flat = flatten_dense_tensors(ctx, parts, /*move_bytes=*/!elide);
     flats.push_back(FlatBucket{std::move(flat), std::move(parts), written});
   }
@@ -337,7 +338,7 @@ std::vector<FlatBucket> coalesce_for_reduce(OpContext& ctx, const std::vector<Te
 std::vector<Tensor> reduce_add_flattened(OpContext& ctx,
                                          const std::vector<std::vector<FlatBucket>>& flats,
                                          const std::vector<Tensor>& like, int destination,
-                                         size_t buffer_size) {
+                                         size_t buffer_size, const PresummedFn& presummed) {
   FURNACE_CHECK(!flats.empty()) << "reduce_add_coalesced expects inputs from at least one device";
   const std::vector<std::vector<size_t>> buckets = buckets_within_limit(like, buffer_size);
   std::vector<Tensor> output(like.size());
@@ -359,6 +360,7 @@ std::vector<Tensor> reduce_add_flattened(OpContext& ctx,
     // collective reads device memory) needs their bytes.
     if (!written && (inputs.size() == 1 ||
                      ctx.rt.backend().collectives_available(devices, inputs[0].dtype()))) {
+      FURNACE_ASSERT(!presummed) << "reduce_add_coalesced: presummed parts in a whole-buffer reduce";
       for (FlatBucket& f : per_device)
         if (!f.written) write_flat(f);
       written = true;
@@ -368,6 +370,7 @@ std::vector<Tensor> reduce_add_flattened(OpContext& ctx,
     if (!written) {  // each part summed from where it lives, in reduce_add's order of terms
       const std::vector<size_t> order = reduce_add_order(inputs, destination);
       for (size_t j = 0; j < views.size(); ++j) {
+        if (presummed && presummed(buckets[b][j], views[j])) continue;
         std::vector<Tensor> terms;
         for (size_t d : order) {
           FURNACE_CHECK(per_device[d].parts.size() == views.size())

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "furnace/ops.h"       // defines: OpContext
@@ -79,13 +80,21 @@ std::vector<Tensor> reduce_add_coalesced(OpContext& ctx,
 // The same in two halves. First, on each device (safe to run for different devices on different
 // threads: it touches only ctx.device): its tensors flattened bucket by bucket. On a
 // host-accessible backend (the simulator) each cat is modelled, not made (FlatBucket::written).
+// parts_written = false: some tensors' bytes are not written (their sums come from elsewhere,
+// see reduce_add_flattened's presummed), so no bucket may be read as a whole.
 std::vector<FlatBucket> coalesce_for_reduce(OpContext& ctx, const std::vector<Tensor>& tensors,
-                                            size_t buffer_size = kBufferSize);
+                                            size_t buffer_size = kBufferSize,
+                                            bool parts_written = true);
 // Then: bucket b of every device (flats[d][b]) reduce_add-ed onto `destination` and unflattened
 // like `like` (the tensors of one device). Unwritten buckets are summed part by part from where
 // their bytes live, with the roundings of the whole-buffer sum.
+// presummed(i, out), when given, writes into `out` the sum of tensor i (an index into `like`) if
+// it was summed elsewhere (parallel/weight_grad_chain) and says whether it did; the reduce then
+// models that sum but does not compute it.
+using PresummedFn = std::function<bool(size_t index, Tensor& out)>;
 std::vector<Tensor> reduce_add_flattened(OpContext& ctx, const std::vector<std::vector<FlatBucket>>& flats,
                                          const std::vector<Tensor>& like, int destination,
-                                         size_t buffer_size = kBufferSize);
+                                         size_t buffer_size = kBufferSize,
+                                         const PresummedFn& presummed = {});
 
 }  // namespace furnace::parallel

@@ -8,8 +8,10 @@
 #include <cstdio>
 
 #include "furnace/error.h"     // defines: FURNACE_CHECK
+#include "furnace/op_table.h"  // defines: CpuGemmThreadsScope
 #include "furnace/parallel.h"  // defines: DataParallel, the verbs
 #include "parallel/comm.h"     // defines: host_cores
+#include "parallel/weight_grad_chain.h"  // defines: WeightGradChain
 
 namespace furnace {
 namespace {
@@ -102,6 +104,15 @@ DataParallel::DataParallel(Runtime& rt, MLP& module, std::optional<std::vector<i
   }
 }
 
+DataParallel::~DataParallel() = default;
+
+bool DataParallel::chain_weight_grads() {
+  if (!rt_.backend().host_accessible() || is_half(forward_autocast_)) return false;
+  if (!weight_grads_) weight_grads_ = std::make_unique<parallel::WeightGradChain>();
+  CpuGemmThreadsScope one_blas_thread(1);  // the replicas' GEMMs run on one thread each
+  return weight_grads_->arm(module_.sizes(), last_chunks_);
+}
+
 void DataParallel::warn_once(const std::string& message) {
   if (warn_ && warned_.insert(message).second) warn_(message);
 }
@@ -122,6 +133,7 @@ Tensor DataParallel::forward(OpContext& ctx, const Tensor& input) {
     return module_.forward(ctx, input);
   }
   check_placement();
+  forward_autocast_ = ctx.autocast;
   OpContext src{rt_, device_ids_[0], ctx.stream, ctx.autocast};
   timeline_.begin();
   std::vector<Tensor> inputs = parallel::scatter(src, input, device_ids_);
@@ -175,17 +187,27 @@ void DataParallel::backward(OpContext& ctx, const Tensor& grad_output) {
   // worker also flattens its replica's gradients into the reduce's buckets (a cat kernel on its
   // own device, which the GPU runs right after that device's backward), so the CPU does those
   // copies in parallel; in the breakdown they count as compute.
+  //
+  //
+  // On the simulator, in fp32, the replicas hand their weight GEMMs' operands over instead, and
+  // each layer's sum is built from them in reduce-add's order afterwards (WeightGradChain: the
+  // same bits, without a gradient per replica to write and read back).
+  const bool chained = chain_weight_grads();
   timeline_.begin();
   std::vector<std::vector<parallel::FlatBucket>> coalesced(used_devices_.size());
   parallel::parallel_apply(used_devices_, [&](size_t i) {
     OpContext dev{rt_, used_devices_[i], ctx.stream};
+    replicas_[i]->set_weight_grad_sink(chained ? &weight_grads_->sink(i) : nullptr);
     replicas_[i]->backward(dev, grads[i]);
-    coalesced[i] = parallel::coalesce_replica_grads(dev, *replicas_[i]);
+    coalesced[i] = parallel::coalesce_replica_grads(dev, *replicas_[i], /*weights_written=*/!chained);
   }, replica_threads(rt_));
+  if (chained) weight_grads_->sum(replica_threads(rt_));
   timeline_.end(DpPhase::compute, "backward");
   timeline_.begin();
   OpContext src{rt_, device_ids_[0], ctx.stream};
-  parallel::replicate_backward(src, module_, replicas_, &coalesced);
+  std::function<void(size_t, Tensor&)> presummed;
+  if (chained) presummed = [this](size_t layer, Tensor& out) { weight_grads_->write_sum(layer, out); };
+  parallel::replicate_backward(src, module_, replicas_, &coalesced, presummed);
   timeline_.end(DpPhase::reduce, "reduce");
   replicas_.clear();  // the replicas, their broadcast buffers and their gradients are freed here
 }

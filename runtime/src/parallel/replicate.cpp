@@ -48,12 +48,13 @@ std::vector<std::unique_ptr<MLP>> replicate(OpContext& ctx, MLP& module,
   return replicas;
 }
 
-std::vector<FlatBucket> coalesce_replica_grads(OpContext& ctx, MLP& replica) {
-  return coalesce_for_reduce(ctx, grads_of(replica), kBufferSize);
+std::vector<FlatBucket> coalesce_replica_grads(OpContext& ctx, MLP& replica, bool weights_written) {
+  return coalesce_for_reduce(ctx, grads_of(replica), kBufferSize, weights_written);
 }
 
 void replicate_backward(OpContext& ctx, MLP& module, std::vector<std::unique_ptr<MLP>>& replicas,
-                        const std::vector<std::vector<FlatBucket>>* coalesced) {
+                        const std::vector<std::vector<FlatBucket>>* coalesced,
+                        const std::function<void(size_t layer, Tensor& out)>& presummed_weight) {
   FURNACE_CHECK(!replicas.empty()) << "replicate_backward: no replicas";
   std::vector<std::vector<FlatBucket>> flats;
   if (coalesced) {
@@ -67,8 +68,16 @@ void replicate_backward(OpContext& ctx, MLP& module, std::vector<std::unique_ptr
     }
   }
   const int destination = module.device();
+  // parameters() lists each layer's weight, then its bias.
+  PresummedFn presummed;
+  if (presummed_weight)
+    presummed = [&](size_t i, Tensor& out) {
+      if (i % 2 != 0) return false;
+      presummed_weight(i / 2, out);
+      return true;
+    };
   const std::vector<Tensor> sums =
-      reduce_add_flattened(ctx, flats, grads_of(*replicas[0]), destination, kBufferSize);
+      reduce_add_flattened(ctx, flats, grads_of(*replicas[0]), destination, kBufferSize, presummed);
   // AccumulateGrad on the module's (leaf) parameters: with .grad None the reduced tensor becomes
   // .grad (a view into the reduced buffer: PyTorch steals it too); otherwise .grad += it.
   std::vector<Parameter> params = module.parameters();

@@ -59,6 +59,8 @@ class OpTable {
   // WRITES dinp (B, C) unless null. accumulate: ADDS into the fp32 dweight (OC, C) and dbias (OC);
   // otherwise WRITES them (the first backward after zero_grad(set_to_none)). For 16-bit dt the
   // products are rounded to dt before they are added, as ref::linear_backward_half.
+  // dweight null (fp32, host-accessible backends only): dweight's GEMM is left to the caller
+  // (cpu_linear_weight_grad), dinp and dbias as above.
   virtual void linear_backward(DeviceStream where, void* dinp, float* dweight, float* dbias,
                                const void* dout, const void* inp, const void* weight, int B, int C,
                                int OC, DType dt, bool accumulate, Workspace& ws) = 0;
@@ -102,6 +104,12 @@ class OpTable {
 
 // The host's table: the CPU kernels on host memory (also what the simulator's table runs).
 OpTable& cpu_op_table();
+
+// The host's fp32 weight-gradient GEMM, linear_backward's dweight alone: dweight (OC, C) =
+// dout^T (OC, B) @ inp (B, C), added to dweight when accumulate. The same call (and so the same
+// bits, at the same OpenBLAS thread count) as the table's.
+void cpu_linear_weight_grad(float* dweight, const float* dout, const float* inp, int B, int C,
+                            int OC, bool accumulate);
 
 // While alive, the CPU kernels' GEMMs use `threads` OpenBLAS threads; the previous count comes back
 // at destruction. parallel_apply holds one with 1 while its workers run: k workers each starting a

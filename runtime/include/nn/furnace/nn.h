@@ -20,6 +20,17 @@ struct Parameter {
   Tensor* grad;  // allocated at the first backward, as PyTorch's .grad
 };
 
+// Where a module's fp32 weight gradients go instead of its grad_weight tensors: DataParallel's
+// replicas on the simulator, whose reduce-add would otherwise read every replica's gradient
+// (parallel/weight_grad_chain). Linear's backward still allocates grad_weight and models its
+// GEMM, but hands the GEMM's operands here instead of running it: dW = dout^T @ input, for layer
+// `layer` of the module. The sink copies what it needs before it returns.
+class WeightGradSink {
+ public:
+  virtual ~WeightGradSink() = default;
+  virtual void take(size_t layer, const Tensor& dout, const Tensor& input) = 0;
+};
+
 class Linear {
  public:
   // allocate = false leaves weight and bias undefined, for a replica whose parameters are views
@@ -30,6 +41,10 @@ class Linear {
   int device() const { return device_; }
   Tensor forward(OpContext& ctx, const Tensor& x);               // keeps x for backward
   Tensor backward(OpContext& ctx, const Tensor& dout, bool need_dinp);  // accumulates grads
+  // The same, with grad_weight's bytes left to `sink` as layer `layer` (fp32 and the first
+  // backward after zero_grad only): grad_weight is allocated and its GEMM modelled, not run.
+  Tensor backward(OpContext& ctx, const Tensor& dout, bool need_dinp, WeightGradSink& sink,
+                  size_t layer);
   void release_activations() {
     input_ = Tensor();
     weight_half_ = Tensor();
@@ -45,6 +60,9 @@ class Linear {
  private:
   Runtime& rt_;
   int device_;
+  Tensor backward_impl(OpContext& ctx, const Tensor& dout, bool need_dinp, WeightGradSink* sink,
+                       size_t layer);
+
   Tensor input_;  // (B, in) saved by forward
   Tensor weight_half_, bias_half_;  // autocast's 16-bit copies of the parameters, kept for backward
 };
@@ -76,6 +94,8 @@ class MLP {
   // AccumulateGrad hooks, where DistributedDataParallel starts a bucket's all-reduce.
   void backward(OpContext& ctx, const Tensor& dlogits,
                 const std::function<void(size_t layer)>& grads_ready = {});
+  // Later backwards hand their weight gradients to `sink` (null: computed in place again).
+  void set_weight_grad_sink(WeightGradSink* sink) { weight_grad_sink_ = sink; }
   void zero_grad(OpContext& ctx);
   void release_activations();
   std::vector<Parameter> parameters();
@@ -90,6 +110,7 @@ class MLP {
   std::vector<int> sizes_;
   std::vector<Linear> layers_;
   std::vector<Tensor> relu_out_;  // outputs of the ReLUs, kept for backward
+  WeightGradSink* weight_grad_sink_ = nullptr;
 };
 
 // Mean-reduced cross-entropy over logits (B, V) and int32 targets (B).

@@ -39,9 +39,12 @@ void linear_forward(OpContext& ctx, Tensor& out, const Tensor& inp, const Tensor
 // accumulate = false WRITES dweight and dbias instead (whatever they held): the first backward
 // after zero_grad(set_to_none), where PyTorch's AccumulateGrad takes the computed gradient as .grad
 // and nothing is zeroed or added. (The cuda backend still zeroes, then accumulates.)
+// weight_grad_elsewhere (fp32, first backward, host-accessible backends: DataParallel's replicas
+// on the simulator): dweight's GEMM is modelled (clock, trace) but not run, its bytes left
+// unwritten; the caller computes them (cpu_linear_weight_grad) where they are summed.
 void linear_backward(OpContext& ctx, Tensor* dinp, Tensor& dweight, Tensor& dbias,
                      const Tensor& dout, const Tensor& inp, const Tensor& weight,
-                     bool accumulate = true);
+                     bool accumulate = true, bool weight_grad_elsewhere = false);
 // Under autocast (f16/bf16 operands) the GEMMs multiply 16-bit values with fp32 accumulation and
 // round the output to 16 bits; linear_backward then reads 16-bit activations and weight copies and
 // accumulates 16-bit weight and bias gradients into the fp32 master grads.

@@ -29,6 +29,10 @@
 #include "furnace/ops.h"     // defines: OpContext
 #include "furnace/tensor.h"  // defines: Tensor, Device
 
+namespace furnace::parallel {
+class WeightGradChain;
+}  // namespace furnace::parallel
+
 namespace furnace {
 
 // ---- [SECTION] warnings -------------------------------------------------------------------------
@@ -105,11 +109,16 @@ struct FlatBucket {
 // reduced tensor becomes .grad when it is None, else .grad += it).
 // `coalesced`, when given, holds each replica's gradients already flattened bucket by bucket
 // (coalesce_replica_grads, run on each replica's worker thread); otherwise they are flattened here.
+// `presummed_weight`, when given, writes layer l's weight-gradient sum into `out` (the replicas
+// handed those gradients to a WeightGradChain instead of writing them).
 void replicate_backward(OpContext& ctx, MLP& module, std::vector<std::unique_ptr<MLP>>& replicas,
-                        const std::vector<std::vector<FlatBucket>>* coalesced = nullptr);
+                        const std::vector<std::vector<FlatBucket>>* coalesced = nullptr,
+                        const std::function<void(size_t layer, Tensor& out)>& presummed_weight = {});
 // The per-device half of replicate_backward: `replica`'s gradients flattened into the reduce's
 // 10 MiB buckets on its own device (ctx.device). Safe on the replica's worker thread.
-std::vector<FlatBucket> coalesce_replica_grads(OpContext& ctx, MLP& replica);
+// weights_written = false: its weight gradients' bytes went to a WeightGradChain.
+std::vector<FlatBucket> coalesce_replica_grads(OpContext& ctx, MLP& replica,
+                                               bool weights_written = true);
 
 // ---- [SECTION] parallel_apply (parallel_apply.cpp) ----------------------------------------------
 
@@ -196,6 +205,7 @@ class DataParallel {
   DataParallel(Runtime& rt, MLP& module, std::optional<std::vector<int>> device_ids = std::nullopt,
                std::optional<int> output_device = std::nullopt,
                WarningHandler warn = print_user_warning);
+  ~DataParallel();
 
   // scatter -> replicate -> parallel_apply -> gather. `input` (B, features) on the host or a
   // device. Returns the output on output_device; with one device id (the single-device shortcut:
@@ -218,6 +228,7 @@ class DataParallel {
  private:
   void warn_once(const std::string& message);
   void check_placement() const;
+  bool chain_weight_grads();  // arms weight_grads_ for this backward; false: the eager path
 
   Runtime& rt_;
   MLP& module_;
@@ -232,6 +243,9 @@ class DataParallel {
   parallel::GatherRecord gathered_;
   std::vector<int64_t> last_chunks_;
   bool shortcut_ = false;  // the last forward ran the module directly
+  DType forward_autocast_ = DType::f32;  // the last forward's autocast dtype (f32: off)
+  // The simulator's running sums of the replicas' weight gradients (parallel/weight_grad_chain).
+  std::unique_ptr<parallel::WeightGradChain> weight_grads_;
 };
 
 }  // namespace furnace

@@ -27,20 +27,33 @@ void linear_forward(float* out, const float* inp, const float* weight, const flo
               out, OC);
 }
 
-void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                     const float* inp, const float* weight, int B, int C, int OC, bool accumulate) {
-  if (dinp)  // dinp (B, C) = dout (B, OC) @ weight (OC, C)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, C, OC, 1.0f, dout, OC, weight, C,
-                0.0f, dinp, C);
-  // dweight (OC, C) += dout^T (OC, B) @ inp (B, C); = without accumulate (beta 0: the same
-  // bits as adding to zeros, without writing the zeros first)
+void linear_input_grad(float* dinp, const float* dout, const float* weight, int B, int C, int OC) {
+  // dinp (B, C) = dout (B, OC) @ weight (OC, C)
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, C, OC, 1.0f, dout, OC, weight, C, 0.0f,
+              dinp, C);
+}
+
+void linear_weight_grad(float* dweight, const float* dout, const float* inp, int B, int C, int OC,
+                        bool accumulate) {
+  // dweight (OC, C) += dout^T (OC, B) @ inp (B, C); = without accumulate (beta 0: the same bits as
+  // adding to zeros, without writing the zeros first)
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B, 1.0f, dout, OC, inp, C,
               accumulate ? 1.0f : 0.0f, dweight, C);
+}
+
+void linear_bias_grad(float* dbias, const float* dout, int B, int OC, bool accumulate) {
   if (!accumulate) std::fill(dbias, dbias + OC, 0.0f);
   for (int b = 0; b < B; ++b) {
     const float* row = dout + static_cast<int64_t>(b) * OC;
     for (int o = 0; o < OC; ++o) dbias[o] += row[o];
   }
+}
+
+void linear_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                     const float* inp, const float* weight, int B, int C, int OC, bool accumulate) {
+  if (dinp) linear_input_grad(dinp, dout, weight, B, C, OC);
+  linear_weight_grad(dweight, dout, inp, B, C, OC, accumulate);
+  linear_bias_grad(dbias, dout, B, OC, accumulate);
 }
 
 void relu_forward(float* x, int64_t n) {

@@ -28,9 +28,13 @@ class CpuOpTable final : public OpTable {
     if (is_half(dt))
       cpu::linear_backward_half(u16(dinp), dweight, dbias, u16(dout), u16(inp), u16(weight), B, C,
                                 OC, dt, accumulate);
-    else
+    else if (!dweight) {  // the weight gradient left to the caller (see OpTable)
+      if (dinp) cpu::linear_input_grad(f32(dinp), f32(dout), f32(weight), B, C, OC);
+      cpu::linear_bias_grad(dbias, f32(dout), B, OC, accumulate);
+    } else {
       cpu::linear_backward(f32(dinp), dweight, dbias, f32(dout), f32(inp), f32(weight), B, C, OC,
                            accumulate);
+    }
   }
 
   void relu_forward(DeviceStream, void* x, int64_t n, DType dt) override {
@@ -122,6 +126,11 @@ class CpuOpTable final : public OpTable {
 OpTable& cpu_op_table() {
   static CpuOpTable table;  // stateless: one for the whole process
   return table;
+}
+
+void cpu_linear_weight_grad(float* dweight, const float* dout, const float* inp, int B, int C,
+                            int OC, bool accumulate) {
+  cpu::linear_weight_grad(dweight, dout, inp, B, C, OC, accumulate);
 }
 
 CpuGemmThreadsScope::CpuGemmThreadsScope(int threads) : previous_(cpu::blas_threads()) {

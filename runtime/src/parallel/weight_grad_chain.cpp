@@ -1,0 +1,154 @@
+// parallel/weight_grad_chain: see weight_grad_chain.h.
+#include "parallel/weight_grad_chain.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <system_error>
+#include <tuple>
+
+#include "furnace/error.h"         // defines: FURNACE_CHECK
+#include "furnace/op_table.h"      // defines: cpu_linear_weight_grad, CpuGemmThreadsScope
+#include "parallel/worker_pool.h"  // defines: WorkerPool
+
+namespace furnace::parallel {
+namespace {
+
+// Fixed operands with varied signs, magnitudes and exact zeros (ReLU outputs), from a xorshift.
+std::vector<float> probe_values(size_t n, uint32_t seed, bool non_negative) {
+  std::vector<float> v(n);
+  uint32_t x = seed * 2654435761u + 1;
+  for (float& f : v) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    const float mag = static_cast<float>(x % 4099) / 1031.0f * static_cast<float>(1 << (x >> 29));
+    f = non_negative ? ((x >> 8) % 3 == 0 ? 0.0f : mag) : ((x >> 7) & 1 ? mag : -mag);
+  }
+  return v;
+}
+
+bool probe(int out, int in, int64_t rows) {
+  constexpr int kTerms = 3;
+  const int k = static_cast<int>(rows);
+  const size_t n = static_cast<size_t>(out) * static_cast<size_t>(in);
+  std::vector<float> eager(n), term(n), chained(n);
+  for (int t = 0; t < kTerms; ++t) {
+    const std::vector<float> dout = probe_values(static_cast<size_t>(k) * out, 2 * t + 1, false);
+    const std::vector<float> input = probe_values(static_cast<size_t>(k) * in, 2 * t + 2, true);
+    cpu_linear_weight_grad(t == 0 ? eager.data() : term.data(), dout.data(), input.data(), k, in,
+                           out, false);
+    if (t > 0)
+      for (size_t i = 0; i < n; ++i) eager[i] = eager[i] + term[i];
+    cpu_linear_weight_grad(chained.data(), dout.data(), input.data(), k, in, out, t > 0);
+  }
+  return std::memcmp(eager.data(), chained.data(), n * sizeof(float)) == 0;
+}
+
+void copy_into(std::vector<float>& to, const Tensor& from) {
+  to.resize(static_cast<size_t>(from.numel()));
+  std::memcpy(to.data(), from.data<float>(), to.size() * sizeof(float));
+}
+
+}  // namespace
+
+bool chain_is_exact(int out, int in, int64_t rows) {
+  static std::mutex mutex;
+  static std::map<std::tuple<int, int, int64_t>, bool> known;
+  const auto key = std::make_tuple(out, in, rows);
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = known.find(key);
+  if (it == known.end()) it = known.emplace(key, rows > 0 && probe(out, in, rows)).first;
+  return it->second;
+}
+
+bool WeightGradChain::arm(const std::vector<int>& sizes, const std::vector<int64_t>& rows) {
+  for (size_t l = 0; l + 1 < sizes.size(); ++l)
+    for (int64_t r : rows)
+      if (!chain_is_exact(sizes[l + 1], sizes[l], r)) return false;
+  sizes_ = sizes;
+  rows_ = rows;
+  const size_t layers = sizes.size() - 1;
+  operands_.resize(layers);
+  sums_.resize(layers);
+  for (size_t l = 0; l < layers; ++l) {
+    operands_[l].resize(rows.size());
+    for (Operands& o : operands_[l]) o.taken = false;
+    sums_[l].resize(static_cast<size_t>(sizes[l + 1]) * static_cast<size_t>(sizes[l]));
+  }
+  links_.clear();
+  for (size_t r = 0; r < rows.size(); ++r) links_.emplace_back(*this, r);
+  summed_ = false;
+  return true;
+}
+
+void WeightGradChain::Link::take(size_t layer, const Tensor& dout, const Tensor& input) {
+  chain_->take(layer, replica_, dout, input);
+}
+
+void WeightGradChain::take(size_t layer, size_t replica, const Tensor& dout, const Tensor& input) {
+  FURNACE_CHECK(layer < operands_.size() && replica < rows_.size())
+      << "WeightGradChain: layer " << layer << " of replica " << replica << " was not armed";
+  const int64_t k = rows_[replica], out = sizes_[layer + 1], in = sizes_[layer];
+  FURNACE_CHECK(dout.dtype() == DType::f32 && input.dtype() == DType::f32 &&
+                dout.shape() == Shape({k, out}) && input.shape() == Shape({k, in}))
+      << "WeightGradChain: layer " << layer << " of replica " << replica << " got grad_output "
+      << shape_str(dout.shape()) << " and input " << shape_str(input.shape()) << ", armed for ("
+      << k << ", " << out << ") and (" << k << ", " << in << ")";
+  Operands& o = operands_[layer][replica];  // only this replica's thread writes it
+  copy_into(o.dout, dout);
+  copy_into(o.input, input);
+  o.taken = true;
+}
+
+void WeightGradChain::sum_layer(size_t layer) {
+  const int out = sizes_[layer + 1], in = sizes_[layer];
+  for (size_t r = 0; r < rows_.size(); ++r) {
+    const Operands& o = operands_[layer][r];
+    cpu_linear_weight_grad(sums_[layer].data(), o.dout.data(), o.input.data(),
+                           static_cast<int>(rows_[r]), in, out, /*accumulate=*/r > 0);
+  }
+}
+
+void WeightGradChain::sum(size_t threads) {
+  for (size_t l = 0; l < operands_.size(); ++l)
+    for (size_t r = 0; r < rows_.size(); ++r)
+      FURNACE_CHECK(operands_[l][r].taken)
+          << "WeightGradChain: replica " << r << " did not hand over layer " << l;
+  // The largest layers first, so the threads finish together as nearly as layers allow.
+  std::vector<size_t> order(operands_.size());
+  for (size_t l = 0; l < order.size(); ++l) order[l] = l;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return sums_[a].size() > sums_[b].size();
+  });
+  CpuGemmThreadsScope one_blas_thread(1);  // the bits chain_is_exact checked
+  std::atomic<size_t> next{0};
+  const std::function<void(size_t)> job = [&](size_t) {
+    for (size_t i = next.fetch_add(1); i < order.size(); i = next.fetch_add(1)) sum_layer(order[i]);
+  };
+  const size_t n = std::min(std::max<size_t>(1, threads), order.size());
+  bool ran = false;
+  if (n > 1) {
+    try {
+      ran = WorkerPool::shared().try_run(n, job);
+    } catch (const std::system_error&) {
+      ran = false;  // no thread could be started: this thread sums every layer
+    }
+  }
+  if (!ran) job(0);
+  summed_ = true;
+}
+
+void WeightGradChain::write_sum(size_t layer, Tensor& out) const {
+  FURNACE_CHECK(summed_ && layer < sums_.size()) << "WeightGradChain: layer " << layer << " not summed";
+  const std::vector<float>& sum = sums_[layer];
+  // `out` is a view into the reduce's flat buffer: contiguous.
+  FURNACE_CHECK(out.dtype() == DType::f32 && out.numel() == static_cast<int64_t>(sum.size()))
+      << "WeightGradChain: layer " << layer << "'s sum does not fit " << shape_str(out.shape());
+  std::memcpy(out.data<float>(), sum.data(), sum.size() * sizeof(float));
+}
+
+}  // namespace furnace::parallel
