@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -17,9 +18,11 @@
 
 #include "furnace/ddp.h"
 #include "furnace/error.h"
+#include "furnace/op_table.h"  // defines: CpuGemmThreadsScope
 #include "furnace/parallel.h"
 #include "furnace/sim_machine.h"
 #include "furnace/topology.h"
+#include "parallel/gemm_exactness.h"  // defines: scaled_is_exact
 #include "support/test_support.h"  // defines: random_vec
 
 namespace furnace {
@@ -126,7 +129,8 @@ struct DdpRun {
 // torchrun's LOCAL_RANK picks it), rank r initialised from seed 11 + r (the broadcast must make
 // them equal). Rank r takes rows [r * n, (r + 1) * n) of each global batch of k * n rows, in
 // `micro` micro-batches, the first micro - 1 under no_sync.
-DdpRun train_ddp(int k, int steps, int64_t rows, int micro = 1, bool trace = false) {
+DdpRun train_ddp(int k, int steps, int64_t rows, int micro = 1, bool trace = false,
+               DdpOptions ddp_options = {}) {
   SimMachine machine(load_topology("dgx-h100"));
   const Topology& topo = machine.topology();
   ThreadGroupOptions options;
@@ -152,7 +156,7 @@ DdpRun train_ddp(int k, int steps, int64_t rows, int micro = 1, bool trace = fal
         OpContext ctx{rt, r, 0};
         MLP model(rt, r, kSizes);
         model.init_parameters(ctx, 11 + static_cast<uint64_t>(r));
-        DistributedDataParallel ddp(rt, model, *group[me]);
+        DistributedDataParallel ddp(rt, model, *group[me], ddp_options);
         SGD opt(model.parameters(), 0.1f, 0.9f);
         CrossEntropyLoss ce;
         const int64_t per_rank = rows / k, n = per_rank / micro;
@@ -235,6 +239,35 @@ TEST(DdpEquivalence, EightRanks) { expect_ddp_equals_one_device_and_dp(8); }
 
 // Four micro-batches per step, the first three under no_sync: one all-reduce per optimizer step,
 // and the weights of one device on the whole batch.
+// On the simulator each weight GEMM writes grad / world_size into its bucket itself: every rank's
+// weights after three steps are those of the GEMM and the scale run apart, bit for bit.
+TEST(DdpScaleInWeightGemm, EveryRanksWeightsAreThoseOfTheUnfusedKernelsBitForBit) {
+  CpuGemmThreadsScope one_blas_thread(1);  // as the trainer runs its ranks
+  for (int k : {2, 3, 4}) {
+    const int64_t rows = 32 * k;
+    for (size_t l = 0; l + 1 < kSizes.size(); ++l)
+      ASSERT_TRUE(parallel::scaled_is_exact(kSizes[l + 1], kSizes[l], 32, 1.0f / static_cast<float>(k)))
+          << "OpenBLAS here does not apply alpha with one rounding: the fused path is not taken";
+    DdpOptions unfused;
+    unfused.scale_in_weight_gemm = false;
+    const DdpRun fused_run = train_ddp(k, 3, rows);
+    const DdpRun unfused_run = train_ddp(k, 3, rows, 1, false, unfused);
+    for (int r = 0; r < k; ++r) {
+      const size_t me = static_cast<size_t>(r);
+      ASSERT_EQ(fused_run.errors[me], "");
+      ASSERT_EQ(unfused_run.errors[me], "");
+      const Weights& a = fused_run.weights[me];
+      const Weights& b = unfused_run.weights[me];
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t p = 0; p < a.size(); ++p)
+        EXPECT_EQ(std::memcmp(a[p].data(), b[p].data(), a[p].size() * sizeof(float)), 0)
+            << "k=" << k << " rank " << r << " parameter " << p;
+    }
+    // Not vacuous: the weights moved from where they started.
+    EXPECT_NE(fused_run.weights[0], train_ddp(k, 0, rows).weights[0]) << "k=" << k;
+  }
+}
+
 TEST(DdpNoSync, AccumulationUnderNoSyncEqualsOneBigBatch) {
   constexpr int kK = 2, kSteps = 3, kMicro = 4;
   const int64_t rows = kK * kMicro * 8;

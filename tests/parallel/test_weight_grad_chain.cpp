@@ -15,6 +15,7 @@
 #include "furnace/op_table.h"  // defines: CpuGemmThreadsScope
 #include "furnace/parallel.h"
 #include "furnace/topology.h"
+#include "parallel/gemm_exactness.h"
 #include "parallel/weight_grad_chain.h"
 #include "support/test_support.h"  // defines: random_vec
 

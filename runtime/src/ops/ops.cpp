@@ -308,6 +308,13 @@ void mul_scalar(OpContext& ctx, Tensor& out, const Tensor& in, float alpha) {
   account(ctx, op, static_cast<double>(out.numel()), kF * 2.0 * out.numel());
 }
 
+void mul_scalar_modelled(OpContext& ctx, const Tensor& out) {
+  require(out, "out", "mul", ctx, DType::f32, -1);
+  FURNACE_CHECK(ctx.rt.backend().host_accessible())
+      << "mul: only a simulator's product may be written elsewhere";
+  account(ctx, "mul", static_cast<double>(out.numel()), kF * 2.0 * out.numel());
+}
+
 void add(OpContext& ctx, Tensor& out, const Tensor& a, const Tensor& b) {
   const char* op = "add";
   require(a, "input", op, ctx, DType::f32, -1);

@@ -4,6 +4,8 @@
 #include <algorithm>
 
 #include "furnace/error.h"
+#include "furnace/op_table.h"       // defines: cpu_linear_weight_grad
+#include "parallel/gemm_exactness.h"  // defines: scaled_is_exact
 
 namespace furnace {
 
@@ -13,7 +15,8 @@ DistributedDataParallel::DistributedDataParallel(Runtime& rt, MLP& module, Proce
       module_(module),
       group_(group),
       params_(module.parameters()),
-      cap_bytes_(ddp_bucket_cap_bytes(options.bucket_cap_mb)) {
+      cap_bytes_(ddp_bucket_cap_bytes(options.bucket_cap_mb)),
+      scale_in_weight_gemm_(options.scale_in_weight_gemm) {
   OpContext ctx{rt_, module_.device(), 0};
   // _sync_module_states: rank 0's parameters, flattened into one buffer (_broadcast_coalesced),
   // broadcast, and copied back into every rank's parameters.
@@ -69,6 +72,7 @@ Tensor DistributedDataParallel::forward(OpContext& ctx, const Tensor& x) {
     allocate_buckets();
     rebuilt_ = true;
   }
+  forward_autocast_ = ctx.autocast;
   return module_.forward(ctx, x);
 }
 
@@ -82,6 +86,8 @@ void DistributedDataParallel::backward(OpContext& ctx, const Tensor& dlogits) {
   next_bucket_ = 0;
   works_.clear();
   const bool record = !rebuilt_ && ready_order_.empty();
+  in_bucket_.assign(params_.size(), 0);
+  module_.set_weight_grad_sink(scale_in_gemm_now(dlogits) ? &scaled_sink_ : nullptr);
   module_.backward(ctx, dlogits, [&](size_t layer) {
     // A Linear's bias gradient is ready before its weight's (parameters 2i and 2i + 1).
     for (size_t p : {2 * layer + 1, 2 * layer}) {
@@ -89,6 +95,7 @@ void DistributedDataParallel::backward(OpContext& ctx, const Tensor& dlogits) {
       mark_ready(ctx, p);
     }
   });
+  module_.set_weight_grad_sink(nullptr);
   if (record && ready_order_.size() != params_.size()) ready_order_.clear();
   finalize(ctx);
 }
@@ -98,9 +105,42 @@ void DistributedDataParallel::mark_ready(OpContext& ctx, size_t param) {
   const size_t b = bucket_of_[param];
   Tensor view = buffers_[b].narrow(0, static_cast<int64_t>(offset_of_[param]), params_[param].value->numel());
   // bucket_view = grad * (1 / world_size): at::mul_out with the reciprocal as a scalar.
-  ops::mul_scalar(ctx, view, *params_[param].grad, static_cast<float>(1.0 / group_.size()));
+  if (in_bucket_[param])
+    ops::mul_scalar_modelled(ctx, view);  // the weight's GEMM wrote the product (ScaledIntoBucket)
+  else
+    ops::mul_scalar(ctx, view, *params_[param].grad, static_cast<float>(1.0 / group_.size()));
   FURNACE_ASSERT(pending_[b] > 0) << "DDP: bucket " << b << " marked ready twice";
   if (--pending_[b] == 0) launch_ready_buckets(ctx);
+}
+
+// The fused scale applies to a synchronised backward that creates every .grad (the first after
+// zero_grad: an accumulating one adds to .grad before the scale), in fp32, on the simulator, for
+// shapes where OpenBLAS gives the unfused bits.
+bool DistributedDataParallel::scale_in_gemm_now(const Tensor& dlogits) const {
+  if (!scale_in_weight_gemm_ || !rt_.backend().host_accessible() || is_half(forward_autocast_))
+    return false;
+  for (const Parameter& p : params_)
+    if (p.grad->defined()) return false;
+  const std::vector<int>& sizes = module_.sizes();
+  const float alpha = static_cast<float>(1.0 / group_.size());
+  for (size_t l = 0; l + 1 < sizes.size(); ++l)
+    if (!parallel::scaled_is_exact(sizes[l + 1], sizes[l], dlogits.size(0), alpha)) return false;
+  return true;
+}
+
+void DistributedDataParallel::ScaledIntoBucket::take(size_t layer, const Tensor& dout,
+                                                     const Tensor& input) {
+  const size_t param = 2 * layer;  // parameters() lists each layer's weight, then its bias
+  DistributedDataParallel& d = ddp_;
+  Tensor view = d.buffers_[d.bucket_of_[param]].narrow(0, static_cast<int64_t>(d.offset_of_[param]),
+                                                       d.params_[param].value->numel());
+  const int out = static_cast<int>(dout.size(1)), in = static_cast<int>(input.size(1));
+  FURNACE_CHECK(dout.size(0) == input.size(0) && view.numel() == int64_t{out} * in)
+      << "DDP: layer " << layer << "'s gradient does not fit its bucket view";
+  cpu_linear_weight_grad(view.data<float>(), dout.data<float>(), input.data<float>(),
+                         static_cast<int>(dout.size(0)), in, out, /*accumulate=*/false,
+                         static_cast<float>(1.0 / d.group_.size()));
+  d.in_bucket_[param] = 1;
 }
 
 // Buckets are all-reduced in index order: a finished bucket waits for the ones before it.

@@ -5,48 +5,16 @@
 #include <atomic>
 #include <cstring>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <system_error>
-#include <tuple>
 
 #include "furnace/error.h"         // defines: FURNACE_CHECK
+#include "parallel/gemm_exactness.h"  // defines: chain_is_exact
 #include "furnace/op_table.h"      // defines: cpu_linear_weight_grad, CpuGemmThreadsScope
 #include "parallel/worker_pool.h"  // defines: WorkerPool
 
 namespace furnace::parallel {
 namespace {
-
-// Fixed operands with varied signs, magnitudes and exact zeros (ReLU outputs), from a xorshift.
-std::vector<float> probe_values(size_t n, uint32_t seed, bool non_negative) {
-  std::vector<float> v(n);
-  uint32_t x = seed * 2654435761u + 1;
-  for (float& f : v) {
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    const float mag = static_cast<float>(x % 4099) / 1031.0f * static_cast<float>(1 << (x >> 29));
-    f = non_negative ? ((x >> 8) % 3 == 0 ? 0.0f : mag) : ((x >> 7) & 1 ? mag : -mag);
-  }
-  return v;
-}
-
-bool probe(int out, int in, int64_t rows) {
-  constexpr int kTerms = 3;
-  const int k = static_cast<int>(rows);
-  const size_t n = static_cast<size_t>(out) * static_cast<size_t>(in);
-  std::vector<float> eager(n), term(n), chained(n);
-  for (int t = 0; t < kTerms; ++t) {
-    const std::vector<float> dout = probe_values(static_cast<size_t>(k) * out, 2 * t + 1, false);
-    const std::vector<float> input = probe_values(static_cast<size_t>(k) * in, 2 * t + 2, true);
-    cpu_linear_weight_grad(t == 0 ? eager.data() : term.data(), dout.data(), input.data(), k, in,
-                           out, false);
-    if (t > 0)
-      for (size_t i = 0; i < n; ++i) eager[i] = eager[i] + term[i];
-    cpu_linear_weight_grad(chained.data(), dout.data(), input.data(), k, in, out, t > 0);
-  }
-  return std::memcmp(eager.data(), chained.data(), n * sizeof(float)) == 0;
-}
 
 void copy_into(std::vector<float>& to, const Tensor& from) {
   to.resize(static_cast<size_t>(from.numel()));
@@ -54,16 +22,6 @@ void copy_into(std::vector<float>& to, const Tensor& from) {
 }
 
 }  // namespace
-
-bool chain_is_exact(int out, int in, int64_t rows) {
-  static std::mutex mutex;
-  static std::map<std::tuple<int, int, int64_t>, bool> known;
-  const auto key = std::make_tuple(out, in, rows);
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = known.find(key);
-  if (it == known.end()) it = known.emplace(key, rows > 0 && probe(out, in, rows)).first;
-  return it->second;
-}
 
 bool WeightGradChain::arm(const std::vector<int>& sizes, const std::vector<int64_t>& rows) {
   for (size_t l = 0; l + 1 < sizes.size(); ++l)

@@ -29,12 +29,6 @@
 
 namespace furnace::parallel {
 
-// Whether the running sum gives the bits of the eager path for dW of shape (out, in) from `rows`
-// rows, at one OpenBLAS thread: ((dW_0 + dW_1) + dW_2) against dW_0 then += dW_1, += dW_2, on
-// fixed pseudo-random operands. Computed once per shape per process (thread-safe). Must be called
-// while the CPU GEMMs use one thread (CpuGemmThreadsScope).
-bool chain_is_exact(int out, int in, int64_t rows);
-
 class WeightGradChain {
  public:
   // Prepares one backward of replicas with `rows[r]` rows each through an MLP of layer `sizes`.

@@ -106,10 +106,12 @@ class OpTable {
 OpTable& cpu_op_table();
 
 // The host's fp32 weight-gradient GEMM, linear_backward's dweight alone: dweight (OC, C) =
-// dout^T (OC, B) @ inp (B, C), added to dweight when accumulate. The same call (and so the same
-// bits, at the same OpenBLAS thread count) as the table's.
+// alpha * dout^T (OC, B) @ inp (B, C), added to dweight when accumulate. With alpha 1 the same
+// call (and so the same bits, at the same OpenBLAS thread count) as the table's.
 void cpu_linear_weight_grad(float* dweight, const float* dout, const float* inp, int B, int C,
-                            int OC, bool accumulate);
+                            int OC, bool accumulate, float alpha = 1.0f);
+// The OpenBLAS threads the CPU kernels' GEMMs use now (process-wide).
+int cpu_gemm_threads();
 
 // While alive, the CPU kernels' GEMMs use `threads` OpenBLAS threads; the previous count comes back
 // at destruction. parallel_apply holds one with 1 while its workers run: k workers each starting a

@@ -81,6 +81,9 @@ void cast(OpContext& ctx, Tensor& out, const Tensor& in);
 void zero(OpContext& ctx, Tensor& x);
 // out = in * alpha (torch.mul(in, alpha)), f32 of one shape on ctx.device; out may be in.
 void mul_scalar(OpContext& ctx, Tensor& out, const Tensor& in, float alpha);
+// mul_scalar's kernel modelled (clock, trace) but not run, on a simulator: `out` already holds the
+// product, written by whoever computed it (DDP's weight GEMM scaled by alpha).
+void mul_scalar_modelled(OpContext& ctx, const Tensor& out);
 // out = a + b (torch.add), all on ctx.device with one shape; out may be a (a.add_(b)).
 void add(OpContext& ctx, Tensor& out, const Tensor& a, const Tensor& b);
 // dst.copy_(src): same numel and dtype, between any two places (host, one device, two devices).

@@ -30,6 +30,11 @@ namespace furnace {
 
 struct DdpOptions {
   double bucket_cap_mb = 25.0;  // DDP's bucket_cap_mb (ddp_bucket_cap_bytes checks it)
+  // On the simulator, a weight gradient's GEMM writes grad / world_size straight into its bucket
+  // (alpha = 1 / world_size) where that gives the bits of the GEMM and the scale apart
+  // (parallel/gemm_exactness); the grad's own bytes stay unwritten, both kernels are modelled.
+  // One pass over the gradients fewer. false: every byte as PyTorch's kernels write them.
+  bool scale_in_weight_gemm = true;
 };
 
 // What one rank's DDP did, summed over its synchronised backwards (modelled seconds; 0 where the
@@ -85,12 +90,27 @@ class DistributedDataParallel {
   void mark_ready(OpContext& ctx, size_t param);
   void launch_ready_buckets(OpContext& ctx);
   void finalize(OpContext& ctx);
+  bool scale_in_gemm_now(const Tensor& dlogits) const;
+
+  // Where the module's weight GEMMs go while scale_in_gemm_now: into their bucket views, scaled.
+  class ScaledIntoBucket : public WeightGradSink {
+   public:
+    explicit ScaledIntoBucket(DistributedDataParallel& ddp) : ddp_(ddp) {}
+    void take(size_t layer, const Tensor& dout, const Tensor& input) override;
+
+   private:
+    DistributedDataParallel& ddp_;
+  };
 
   Runtime& rt_;
   MLP& module_;
   ProcessGroup& group_;
   std::vector<Parameter> params_;
   size_t cap_bytes_;
+  bool scale_in_weight_gemm_;
+  DType forward_autocast_ = DType::f32;  // the last forward's autocast dtype (f32: off)
+  ScaledIntoBucket scaled_sink_{*this};
+  std::vector<char> in_bucket_;  // per parameter, this backward: its bucket view already written
   bool sync_ = true;
   bool rebuilt_ = false;
   std::vector<size_t> ready_order_;  // recorded during the first synchronised backward

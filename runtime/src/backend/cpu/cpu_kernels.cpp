@@ -34,10 +34,10 @@ void linear_input_grad(float* dinp, const float* dout, const float* weight, int 
 }
 
 void linear_weight_grad(float* dweight, const float* dout, const float* inp, int B, int C, int OC,
-                        bool accumulate) {
-  // dweight (OC, C) += dout^T (OC, B) @ inp (B, C); = without accumulate (beta 0: the same bits as
-  // adding to zeros, without writing the zeros first)
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B, 1.0f, dout, OC, inp, C,
+                        bool accumulate, float alpha) {
+  // dweight (OC, C) += alpha * dout^T (OC, B) @ inp (B, C); = without accumulate (beta 0: the same
+  // bits as adding to zeros, without writing the zeros first)
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B, alpha, dout, OC, inp, C,
               accumulate ? 1.0f : 0.0f, dweight, C);
 }
 

@@ -10,10 +10,10 @@ namespace furnace::cpu {
 #include "backend/cpu/kernel_declarations.inc"
 
 // linear_backward's three parts, each alone: dinp (B, C) written; dweight (OC, C) and dbias (OC)
-// written, or added to when accumulate.
+// written, or added to when accumulate; dweight's product scaled by alpha first.
 void linear_input_grad(float* dinp, const float* dout, const float* weight, int B, int C, int OC);
 void linear_weight_grad(float* dweight, const float* dout, const float* inp, int B, int C, int OC,
-                        bool accumulate);
+                        bool accumulate, float alpha = 1.0f);
 void linear_bias_grad(float* dbias, const float* dout, int B, int OC, bool accumulate);
 
 // OpenBLAS's thread count for the GEMMs above (process-wide).

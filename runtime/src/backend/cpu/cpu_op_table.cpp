@@ -129,9 +129,11 @@ OpTable& cpu_op_table() {
 }
 
 void cpu_linear_weight_grad(float* dweight, const float* dout, const float* inp, int B, int C,
-                            int OC, bool accumulate) {
-  cpu::linear_weight_grad(dweight, dout, inp, B, C, OC, accumulate);
+                            int OC, bool accumulate, float alpha) {
+  cpu::linear_weight_grad(dweight, dout, inp, B, C, OC, accumulate, alpha);
 }
+
+int cpu_gemm_threads() { return cpu::blas_threads(); }
 
 CpuGemmThreadsScope::CpuGemmThreadsScope(int threads) : previous_(cpu::blas_threads()) {
   if (threads != previous_) cpu::set_blas_threads(threads);
