@@ -71,6 +71,7 @@ std::vector<std::vector<float>> module_grads(const Case& c, bool chained, std::v
     if (chained) replicas[i]->set_weight_grad_sink(&chain.sink(i));
     replicas[i]->backward(dev, gd);
     coalesced[i] = parallel::coalesce_replica_grads(dev, *replicas[i], /*weights_written=*/!chained);
+    if (chained) chain.help();  // as DataParallel's workers: what is there, in order
   }, 2);
   std::function<void(size_t, Tensor&)> presummed;
   if (chained) {

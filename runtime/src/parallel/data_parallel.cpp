@@ -200,6 +200,7 @@ void DataParallel::backward(OpContext& ctx, const Tensor& grad_output) {
     replicas_[i]->set_weight_grad_sink(chained ? &weight_grads_->sink(i) : nullptr);
     replicas_[i]->backward(dev, grads[i]);
     coalesced[i] = parallel::coalesce_replica_grads(dev, *replicas_[i], /*weights_written=*/!chained);
+    if (chained) weight_grads_->help();
   }, replica_threads(rt_));
   if (chained) weight_grads_->sum(replica_threads(rt_));
   timeline_.end(DpPhase::compute, "backward");

@@ -34,9 +34,15 @@ bool WeightGradChain::arm(const std::vector<int>& sizes, const std::vector<int64
   sums_.resize(layers);
   for (size_t l = 0; l < layers; ++l) {
     operands_[l].resize(rows.size());
-    for (Operands& o : operands_[l]) o.taken = false;
     sums_[l].resize(static_cast<size_t>(sizes[l + 1]) * static_cast<size_t>(sizes[l]));
   }
+  largest_first_.resize(layers);
+  for (size_t l = 0; l < layers; ++l) largest_first_[l] = l;
+  std::stable_sort(largest_first_.begin(), largest_first_.end(),
+                   [&](size_t a, size_t b) { return sums_[a].size() > sums_[b].size(); });
+  layer_sums_ = std::make_unique<LayerSum[]>(layers);
+  taken_ = std::make_unique<std::atomic<bool>[]>(layers * rows.size());
+  for (size_t i = 0; i < layers * rows.size(); ++i) taken_[i].store(false);
   links_.clear();
   for (size_t r = 0; r < rows.size(); ++r) links_.emplace_back(*this, r);
   summed_ = false;
@@ -59,33 +65,40 @@ void WeightGradChain::take(size_t layer, size_t replica, const Tensor& dout, con
   Operands& o = operands_[layer][replica];  // only this replica's thread writes it
   copy_into(o.dout, dout);
   copy_into(o.input, input);
-  o.taken = true;
+  taken(layer, replica).store(true, std::memory_order_release);
 }
 
-void WeightGradChain::sum_layer(size_t layer) {
+void WeightGradChain::advance(size_t layer) {
   const int out = sizes_[layer + 1], in = sizes_[layer];
-  for (size_t r = 0; r < rows_.size(); ++r) {
-    const Operands& o = operands_[layer][r];
+  LayerSum& s = layer_sums_[layer];
+  for (; s.next < rows_.size() && taken(layer, s.next).load(std::memory_order_acquire); ++s.next) {
+    const Operands& o = operands_[layer][s.next];
     cpu_linear_weight_grad(sums_[layer].data(), o.dout.data(), o.input.data(),
-                           static_cast<int>(rows_[r]), in, out, /*accumulate=*/r > 0);
+                           static_cast<int>(rows_[s.next]), in, out, /*accumulate=*/s.next > 0);
+  }
+}
+
+void WeightGradChain::help() {
+  for (size_t l : largest_first_) {
+    LayerSum& s = layer_sums_[l];
+    bool idle = false;
+    if (!s.busy.compare_exchange_strong(idle, true, std::memory_order_acquire)) continue;
+    advance(l);
+    s.busy.store(false, std::memory_order_release);
   }
 }
 
 void WeightGradChain::sum(size_t threads) {
   for (size_t l = 0; l < operands_.size(); ++l)
     for (size_t r = 0; r < rows_.size(); ++r)
-      FURNACE_CHECK(operands_[l][r].taken)
+      FURNACE_CHECK(taken(l, r).load())
           << "WeightGradChain: replica " << r << " did not hand over layer " << l;
   // The largest layers first, so the threads finish together as nearly as layers allow.
-  std::vector<size_t> order(operands_.size());
-  for (size_t l = 0; l < order.size(); ++l) order[l] = l;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return sums_[a].size() > sums_[b].size();
-  });
   CpuGemmThreadsScope one_blas_thread(1);  // the bits chain_is_exact checked
   std::atomic<size_t> next{0};
+  const std::vector<size_t>& order = largest_first_;
   const std::function<void(size_t)> job = [&](size_t) {
-    for (size_t i = next.fetch_add(1); i < order.size(); i = next.fetch_add(1)) sum_layer(order[i]);
+    for (size_t i = next.fetch_add(1); i < order.size(); i = next.fetch_add(1)) advance(order[i]);
   };
   const size_t n = std::min(std::max<size_t>(1, threads), order.size());
   bool ran = false;
