@@ -65,17 +65,17 @@ Tensor Linear::backward_impl(OpContext& ctx, const Tensor& dout, bool need_dinp,
   // .grad is created by the first backward after zero_grad() (set_to_none): AccumulateGrad takes
   // that backward's gradient as it is, later backwards (accumulation micro-steps) add to it.
   const bool fresh = !grad_weight.defined();
+  const DType dt = input_.dtype();
+  FURNACE_CHECK(!sink || (fresh && dt == DType::f32))
+      << "Linear.backward: only an fp32 first backward hands its weight gradient elsewhere";
   if (fresh) {
     grad_weight = Tensor::empty(rt_, Device::at(device_), weight.shape());
     grad_bias = Tensor::empty(rt_, Device::at(device_), bias.shape());
   }
   // Under autocast the forward ran in 16 bits: the incoming gradient is cast to match (the
   // backward of the cast that fed the loss), and the weight copy from forward is used.
-  const DType dt = input_.dtype();
   Tensor g = cast_to(ctx, dout, dt);
   const Tensor& w = dt == DType::f32 ? weight : weight_half_;
-  FURNACE_CHECK(!sink || (fresh && dt == DType::f32))
-      << "Linear.backward: only an fp32 first backward hands its weight gradient elsewhere";
   Tensor dinp;
   if (need_dinp) dinp = Tensor::empty(rt_, Device::at(device_), input_.shape(), dt);
   ops::linear_backward(ctx, need_dinp ? &dinp : nullptr, grad_weight, grad_bias, g, input_, w,

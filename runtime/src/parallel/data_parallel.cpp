@@ -107,7 +107,10 @@ DataParallel::DataParallel(Runtime& rt, MLP& module, std::optional<std::vector<i
 DataParallel::~DataParallel() = default;
 
 bool DataParallel::chain_weight_grads() {
-  if (!rt_.backend().host_accessible() || is_half(forward_autocast_)) return false;
+  // One chunk (a batch of fewer rows than there are devices per chunk) is one replica: its reduce
+  // returns its own gradients as they are, which must then be written.
+  if (!rt_.backend().host_accessible() || is_half(forward_autocast_) || used_devices_.size() < 2)
+    return false;
   if (!weight_grads_) weight_grads_ = std::make_unique<parallel::WeightGradChain>();
   CpuGemmThreadsScope one_blas_thread(1);  // the replicas' GEMMs run on one thread each
   return weight_grads_->arm(module_.sizes(), last_chunks_);
@@ -187,7 +190,6 @@ void DataParallel::backward(OpContext& ctx, const Tensor& grad_output) {
   // worker also flattens its replica's gradients into the reduce's buckets (a cat kernel on its
   // own device, which the GPU runs right after that device's backward), so the CPU does those
   // copies in parallel; in the breakdown they count as compute.
-  //
   //
   // On the simulator, in fp32, the replicas hand their weight GEMMs' operands over instead, and
   // each layer's sum is built from them in reduce-add's order afterwards (WeightGradChain: the

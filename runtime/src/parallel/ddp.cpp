@@ -87,6 +87,10 @@ void DistributedDataParallel::backward(OpContext& ctx, const Tensor& dlogits) {
   works_.clear();
   const bool record = !rebuilt_ && ready_order_.empty();
   in_bucket_.assign(params_.size(), 0);
+  struct SinkReset {  // no later backward (no_sync's, or after a throw) may inherit the sink
+    MLP& module;
+    ~SinkReset() { module.set_weight_grad_sink(nullptr); }
+  } reset{module_};
   module_.set_weight_grad_sink(scale_in_gemm_now(dlogits) ? &scaled_sink_ : nullptr);
   module_.backward(ctx, dlogits, [&](size_t layer) {
     // A Linear's bias gradient is ready before its weight's (parameters 2i and 2i + 1).
@@ -95,7 +99,6 @@ void DistributedDataParallel::backward(OpContext& ctx, const Tensor& dlogits) {
       mark_ready(ctx, p);
     }
   });
-  module_.set_weight_grad_sink(nullptr);
   if (record && ready_order_.size() != params_.size()) ready_order_.clear();
   finalize(ctx);
 }
@@ -141,6 +144,7 @@ void DistributedDataParallel::ScaledIntoBucket::take(size_t layer, const Tensor&
                          static_cast<int>(dout.size(0)), in, out, /*accumulate=*/false,
                          static_cast<float>(1.0 / d.group_.size()));
   d.in_bucket_[param] = 1;
+  ++d.stats_.scaled_in_gemm;
 }
 
 // Buckets are all-reduced in index order: a finished bucket waits for the ones before it.

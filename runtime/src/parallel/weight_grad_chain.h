@@ -70,8 +70,10 @@ class WeightGradChain {
   };
 
   void take(size_t layer, size_t replica, const Tensor& dout, const Tensor& input);
-  std::atomic<bool>& taken(size_t layer, size_t replica) { return taken_[layer * rows_.size() + replica]; }
-  // Adds replica products to layer l's sum in order while they are there; false: stopped short.
+  std::atomic<bool>& taken(size_t layer, size_t replica) {
+    return taken_[layer * rows_.size() + replica];
+  }
+  // Adds the replicas' products to the layer's sum in order, as far as they have been handed over.
   void advance(size_t layer);
 
   std::vector<int> sizes_;

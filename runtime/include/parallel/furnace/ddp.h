@@ -45,6 +45,9 @@ struct DdpCommStats {
   uint64_t bytes = 0;       // bytes all-reduced by this rank
   double comm_s = 0;        // the all-reduces' time on the communication stream
   double exposed_s = 0;     // what the compute stream waited for them at the end of backward
+  // Weight gradients whose GEMM wrote grad / world_size into the bucket itself (the simulator;
+  // DdpOptions::scale_in_weight_gemm). Host work only: nothing modelled depends on it.
+  int64_t scaled_in_gemm = 0;
 };
 
 class DistributedDataParallel {
