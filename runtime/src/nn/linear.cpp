@@ -50,17 +50,8 @@ Tensor Linear::forward(OpContext& ctx, const Tensor& x) {
   return out;
 }
 
-Tensor Linear::backward(OpContext& ctx, const Tensor& dout, bool need_dinp) {
-  return backward_impl(ctx, dout, need_dinp, nullptr, 0);
-}
-
-Tensor Linear::backward(OpContext& ctx, const Tensor& dout, bool need_dinp, WeightGradSink& sink,
+Tensor Linear::backward(OpContext& ctx, const Tensor& dout, bool need_dinp, WeightGradSink* sink,
                         size_t layer) {
-  return backward_impl(ctx, dout, need_dinp, &sink, layer);
-}
-
-Tensor Linear::backward_impl(OpContext& ctx, const Tensor& dout, bool need_dinp,
-                             WeightGradSink* sink, size_t layer) {
   FURNACE_CHECK(input_.defined()) << "Linear.backward called without a forward";
   // .grad is created by the first backward after zero_grad() (set_to_none): AccumulateGrad takes
   // that backward's gradient as it is, later backwards (accumulation micro-steps) add to it.

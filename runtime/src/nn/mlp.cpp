@@ -52,8 +52,7 @@ void MLP::backward(OpContext& ctx, const Tensor& dlogits,
                    const std::function<void(size_t layer)>& grads_ready) {
   Tensor d = dlogits;
   for (size_t i = layers_.size(); i-- > 0;) {
-    Tensor dinp = weight_grad_sink_ ? layers_[i].backward(ctx, d, i > 0, *weight_grad_sink_, i)
-                                    : layers_[i].backward(ctx, d, i > 0);
+    Tensor dinp = layers_[i].backward(ctx, d, i > 0, weight_grad_sink_, i);
     if (grads_ready) grads_ready(i);
     if (i > 0) ops::relu_backward(ctx, dinp, relu_out_[i - 1]);
     d = dinp;

@@ -298,6 +298,13 @@ void set_allow_tf32(Runtime& rt, bool allow) { rt.backend().op_table().set_allow
 
 bool allow_tf32(Runtime& rt) { return rt.backend().op_table().allow_tf32(); }
 
+namespace {
+// mul_scalar's kernel on the device's clock: one read and one write per element.
+void account_mul(OpContext& ctx, const Tensor& out) {
+  account(ctx, "mul", static_cast<double>(out.numel()), kF * 2.0 * out.numel());
+}
+}  // namespace
+
 void mul_scalar(OpContext& ctx, Tensor& out, const Tensor& in, float alpha) {
   const char* op = "mul";
   require(in, "input", op, ctx, DType::f32, -1);
@@ -305,14 +312,14 @@ void mul_scalar(OpContext& ctx, Tensor& out, const Tensor& in, float alpha) {
   FURNACE_CHECK(out.numel() == in.numel())
       << "mul: out has " << out.numel() << " elements, input " << in.numel();
   table(ctx).mul_scalar(stream_of(ctx), out.data<float>(), in.data<float>(), alpha, out.numel());
-  account(ctx, op, static_cast<double>(out.numel()), kF * 2.0 * out.numel());
+  account_mul(ctx, out);
 }
 
 void mul_scalar_modelled(OpContext& ctx, const Tensor& out) {
   require(out, "out", "mul", ctx, DType::f32, -1);
   FURNACE_CHECK(ctx.rt.backend().host_accessible())
       << "mul: only a simulator's product may be written elsewhere";
-  account(ctx, "mul", static_cast<double>(out.numel()), kF * 2.0 * out.numel());
+  account_mul(ctx, out);
 }
 
 void add(OpContext& ctx, Tensor& out, const Tensor& a, const Tensor& b) {

@@ -40,11 +40,10 @@ class Linear {
   void to(OpContext& ctx, int device);
   int device() const { return device_; }
   Tensor forward(OpContext& ctx, const Tensor& x);               // keeps x for backward
-  Tensor backward(OpContext& ctx, const Tensor& dout, bool need_dinp);  // accumulates grads
-  // The same, with grad_weight's bytes left to `sink` as layer `layer` (fp32 and the first
-  // backward after zero_grad only): grad_weight is allocated and its GEMM modelled, not run.
-  Tensor backward(OpContext& ctx, const Tensor& dout, bool need_dinp, WeightGradSink& sink,
-                  size_t layer);
+  // Accumulates grads. With a `sink` (fp32, the first backward after zero_grad only),
+  // grad_weight's bytes are left to it as layer `layer`: allocated and modelled, not computed.
+  Tensor backward(OpContext& ctx, const Tensor& dout, bool need_dinp,
+                  WeightGradSink* sink = nullptr, size_t layer = 0);
   void release_activations() {
     input_ = Tensor();
     weight_half_ = Tensor();
@@ -60,9 +59,6 @@ class Linear {
  private:
   Runtime& rt_;
   int device_;
-  Tensor backward_impl(OpContext& ctx, const Tensor& dout, bool need_dinp, WeightGradSink* sink,
-                       size_t layer);
-
   Tensor input_;  // (B, in) saved by forward
   Tensor weight_half_, bias_half_;  // autocast's 16-bit copies of the parameters, kept for backward
 };
