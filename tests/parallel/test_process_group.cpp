@@ -1,7 +1,7 @@
 // ProcessGroup (furnace/process_group.h) with ranks on threads: all_reduce sums in rank order and
 // gives every rank the same bits, broadcast copies the root's tensor, barrier holds every rank
-// until the last arrives; ranks that disagree get one error each, a rank that never comes is a
-// timeout error, never a hang; on the simulator every rank's clock waits for the last rank and
+// until the last arrives; all_reduce_async returns before the others arrive; ranks that disagree
+// get one error each, a rank that never comes is a timeout error, never a hang; on the simulator every rank's clock waits for the last rank and
 // then runs NCCL's ring over the links of the ranks' GPUs; a backend whose memory the host cannot
 // read gives the same bits through the host. Each rank has its own Runtime, as a process has.
 // This executable carries the ctest label "threads" (the tsan preset runs it).
@@ -234,6 +234,91 @@ TEST(ProcessGroup, OnTheSimulatorEveryRankWaitsForTheLastThenRunsTheRing) {
   const double last = *std::max_element(ready.begin(), ready.end());
   EXPECT_DOUBLE_EQ(last, ready[2]);
   for (int r = 0; r < kWorld; ++r) EXPECT_DOUBLE_EQ(end[static_cast<size_t>(r)], last + ring) << "rank " << r;
+}
+
+// all_reduce_async returns before the other ranks arrive (NCCL queues the kernel and the host
+// goes on): rank 0 launches, then lets the others start. Rank 0 sleeping at its launch until the
+// last rank arrived would leave them waiting for it: a timeout, not a result. (Its next launch
+// waits for them: that collective's start is the end of this one.) The clocks are those of
+// ranks that launch together: each collective on the communication stream from when the last
+// rank's stream got there.
+TEST(ProcessGroup, AnAsyncAllReduceReturnsBeforeTheOtherRanksArrive) {
+  constexpr int kWorld = 3, kN = 4096;
+  const Topology topo = load_topology("dgx-h100");
+  auto ranks = make_ranks(kWorld, topo);
+  ThreadGroupOptions options;
+  options.topology = &topo;
+  options.timeout = std::chrono::milliseconds(20000);
+  auto group = make_thread_group(kWorld, options);
+  std::atomic<bool> launched{false};
+  std::vector<std::vector<float>> first(kWorld), second(kWorld);
+  std::vector<double> comm_end(kWorld), seconds(kWorld);
+  const auto errors = on_threads(kWorld, [&](int r) {
+    Rank& me = *ranks[static_cast<size_t>(r)];
+    OpContext ctx{*me.rt, me.device, 0};
+    Tensor a = upload(*me.rt, me.device, values_of(r, kN), {kN});
+    Tensor b = upload(*me.rt, me.device, values_of(r + 1, 2 * kN), {2 * kN});
+    ProcessGroup& pg = *group[static_cast<size_t>(r)];
+    if (r != 0) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (!launched && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+      ASSERT_TRUE(launched) << "rank 0 is still inside all_reduce_async";
+    }
+    auto wa = pg.all_reduce_async(ctx, a);
+    if (r == 0) launched = true;
+    auto wb = pg.all_reduce_async(ctx, b);
+    wb->wait(ctx);
+    wa->wait(ctx);
+    seconds[static_cast<size_t>(r)] = wa->modelled_seconds() + wb->modelled_seconds();
+    comm_end[static_cast<size_t>(r)] = me.rt->backend().stream_time(me.device, ProcessGroup::kCommStream);
+    first[static_cast<size_t>(r)] = download(*me.rt, a);
+    second[static_cast<size_t>(r)] = download(*me.rt, b);
+  });
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+  const std::vector<int> ring = {0, 1, 2};
+  const double expected = model_ring_all_reduce_seconds(topo, ring, 4.0 * kN) +
+                          model_ring_all_reduce_seconds(topo, ring, 8.0 * kN);
+  for (int r = 0; r < kWorld; ++r) {
+    const auto& a = first[static_cast<size_t>(r)];
+    const auto& b = second[static_cast<size_t>(r)];
+    ASSERT_EQ(a.size(), size_t{kN});
+    ASSERT_EQ(b.size(), size_t{2 * kN});
+    for (int i = 1; i < kN; ++i)
+      ASSERT_EQ(a[static_cast<size_t>(i)], values_of(0, kN)[static_cast<size_t>(i)] + values_of(1, kN)[static_cast<size_t>(i)] +
+                                               values_of(2, kN)[static_cast<size_t>(i)])
+          << "rank " << r << " element " << i;
+    for (int i = 1; i < 2 * kN; ++i)
+      ASSERT_EQ(b[static_cast<size_t>(i)], values_of(1, 2 * kN)[static_cast<size_t>(i)] +
+                                               values_of(2, 2 * kN)[static_cast<size_t>(i)] +
+                                               values_of(3, 2 * kN)[static_cast<size_t>(i)])
+          << "rank " << r << " element " << i;
+    EXPECT_DOUBLE_EQ(seconds[static_cast<size_t>(r)], expected) << "rank " << r;
+    // Every device's streams started at 0 after the uploads' copies, the same on every rank.
+    EXPECT_DOUBLE_EQ(comm_end[static_cast<size_t>(r)], comm_end[0]) << "rank " << r;
+  }
+}
+
+// A Work dropped without wait(): its bytes still arrive (the next collective settles it), and a
+// group whose ranks left a collective unwaited is destroyed without a hang.
+TEST(ProcessGroup, AWorkDroppedWithoutWaitStillEndsItsCollective) {
+  constexpr int kWorld = 2, kN = 256;
+  auto ranks = make_ranks(kWorld, load_topology("workstation-4x3090"));
+  auto group = make_thread_group(kWorld);
+  std::vector<std::vector<float>> got(kWorld);
+  const auto errors = on_threads(kWorld, [&](int r) {
+    Rank& me = *ranks[static_cast<size_t>(r)];
+    OpContext ctx{*me.rt, me.device, 0};
+    Tensor t = upload(*me.rt, me.device, values_of(r, kN), {kN});
+    group[static_cast<size_t>(r)]->all_reduce_async(ctx, t);  // dropped: its destructor waits
+    got[static_cast<size_t>(r)] = download(*me.rt, t);
+    group[static_cast<size_t>(r)]->barrier();
+    Tensor u = upload(*me.rt, me.device, values_of(r, kN), {kN});
+    group[static_cast<size_t>(r)]->all_reduce_async(ctx, u);  // never waited: the group's destructor
+  });
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+  for (int r = 0; r < kWorld; ++r)
+    EXPECT_EQ(got[static_cast<size_t>(r)][1], values_of(0, kN)[1] + values_of(1, kN)[1]) << "rank " << r;
+  group.clear();
 }
 
 // Ranks as torchrun starts them: processes on one machine, each seeing one GPU through

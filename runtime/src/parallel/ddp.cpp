@@ -151,7 +151,6 @@ void DistributedDataParallel::ScaledIntoBucket::take(size_t layer, const Tensor&
 void DistributedDataParallel::launch_ready_buckets(OpContext& ctx) {
   while (next_bucket_ < buckets_.size() && pending_[next_bucket_] == 0) {
     works_.push_back(group_.all_reduce_async(ctx, buffers_[next_bucket_]));
-    stats_.comm_s += works_.back()->modelled_seconds();
     stats_.bytes += buffers_[next_bucket_].nbytes();
     ++stats_.all_reduces;
     ++next_bucket_;
@@ -166,6 +165,8 @@ void DistributedDataParallel::finalize(OpContext& ctx) {
   const double before = rt_.backend().stream_time(ctx.device, ctx.stream);
   for (auto& w : works_) w->wait(ctx);
   stats_.exposed_s += rt_.backend().stream_time(ctx.device, ctx.stream) - before;
+  // Known once every rank launched it: asked at launch, it would hold this rank there.
+  for (auto& w : works_) stats_.comm_s += w->modelled_seconds();
   works_.clear();
   // On the simulator the copy back is modelled (clock, trace) but moves no bytes: .grad becomes a
   // tensor that reads its bucket's averaged elements and keeps holding its own allocation, as the

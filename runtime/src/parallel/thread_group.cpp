@@ -1,15 +1,20 @@
 // parallel/thread_group: a ProcessGroup whose ranks are threads of this process (process_group.h).
 // Each collective is a rendezvous: every rank leaves what it brings (its bytes, readable and
-// writable on the host, and when its device is ready); the last to arrive checks that all brought
-// the same collective and models its duration, and wakes the others. Then every rank moves its
-// share of the bytes (its slice of the elements, for every rank: a reduce-scatter and an
-// all-gather done by the ranks' own threads) and goes on: its Work's wait() is where it waits
-// for the other ranks' shares, as a stream waits for NCCL's kernel, so a rank's backward runs on
-// while the slower ranks finish theirs. Each rank puts the collective on its device clock, from
-// the moment the last rank arrived.
+// writable on the host, and when its device is ready) and goes on at once, as a rank's host goes
+// on after queueing NCCL's kernel; the last to arrive checks that all brought the same collective
+// and models its duration. A rank settles a collective when it next needs it (its Work's wait(),
+// or its next collective, whose start needs this one's end): it waits for the last arrival, moves
+// the shares of the bytes no rank has taken yet (slices of the elements, read from every rank and
+// written to every rank: a reduce-scatter and an all-gather done by the ranks' own threads) and
+// puts the collective on its device clock from the moment the last rank arrived. So a rank's
+// backward runs on past its buckets while the slower ranks finish theirs: measured on 2 cores
+// with 4 ranks, a rank that slept at each bucket until the last arrived left a core idle for
+// about a tenth of every step.
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -18,6 +23,7 @@
 #include "furnace/backend.h"
 #include "furnace/error.h"
 #include "furnace/process_group.h"
+#include "parallel/spin_wait.h"
 
 namespace furnace {
 namespace {
@@ -45,62 +51,70 @@ struct Arrival {
   int physical = -1;             // its GPU in the topology; -1: none
 };
 
-// The state the ranks of one group share.
+// The state the ranks of one group share. Every rank calls the group's collectives in the same
+// order (as NCCL requires), so the n-th call of every rank is one collective, numbered n.
 class Rendezvous {
  public:
   Rendezvous(int size, ThreadGroupOptions options)
-      : size_(size), options_(options), arrivals_(static_cast<size_t>(size)) {}
+      : size_(size), options_(options), arrived_at_(static_cast<size_t>(size), 0) {}
 
   int size() const { return size_; }
   const ThreadGroupOptions& options() const { return options_; }
 
-  // What the last rank worked out for everyone, and which collective this was.
+  // What the last rank worked out for everyone.
   struct Outcome {
     double start_s = 0;  // the latest ready_s: when the collective can start
     double seconds = 0;  // its modelled duration (0: nothing modelled)
-    uint64_t id = 0;     // for wait_done()
   };
 
-  // Rank `rank` arrives with `a`; returns once every rank has arrived and this rank has moved its
-  // share of the bytes; every rank's bytes hold the result after wait_done(outcome.id). Throws
-  // furnace::Error on every rank when the ranks disagree, and on a rank that waits longer than the
-  // timeout (the group is then broken for everyone).
-  Outcome arrive(int rank, const Arrival& a) {
+  // Rank `rank` leaves `a` for its next collective and goes on at once (as a rank's host goes on
+  // after queueing NCCL's kernel): returns the collective's number for settle() and wait_done().
+  // The rank must not touch its bytes until wait_done(). Throws when the group is broken.
+  uint64_t arrive(int rank, const Arrival& a) {
     std::unique_lock<std::mutex> lock(mu_);
     FURNACE_CHECK(broken_.empty()) << broken_;
-    // The ranks still moving the last collective's bytes read arrivals_; no share ever waits, so
-    // this wait is short and needs no timeout.
-    cv_.wait(lock, [&] { return shares_left_ == 0; });
-    const uint64_t generation = generation_;
-    arrivals_[static_cast<size_t>(rank)] = a;
-    if (++arrived_ == size_) {
-      error_ = mismatch();
-      if (error_.empty()) model();
-      arrived_ = 0;
-      shares_left_ = error_.empty() && moves_bytes(a) ? size_ : 0;
-      ++generation_;
-      outcome_.id = generation_;
+    const uint64_t id = arrived_at_[static_cast<size_t>(rank)]++;
+    Slot& s = slot(id);
+    s.arrivals[static_cast<size_t>(rank)] = a;
+    if (++s.arrived == size_) {
+      s.error = mismatch(s);
+      if (s.error.empty()) model(s);
+      s.shares = s.error.empty() && moves_bytes(a) ? size_ : 0;
       cv_.notify_all();
-    } else {
-      wait(lock, rank, a, [&] { return generation_ != generation; });
     }
-    FURNACE_CHECK(error_.empty()) << error_;
-    const Outcome out = outcome_;
-    if (shares_left_ > 0) {
-      lock.unlock();
-      move_share(rank);
-      lock.lock();
-      if (--shares_left_ == 0) cv_.notify_all();
+    return id;
+  }
+
+  // Returns once every rank has arrived at collective `id`, with what the last one worked out,
+  // after moving what is left of its bytes' shares (any rank moves any share; the collectives
+  // before it are moved first). Throws furnace::Error on every rank when the ranks disagree, and
+  // on a rank that waits longer than the timeout (the group is then broken for everyone).
+  Outcome settle(int rank, uint64_t id) {
+    std::unique_lock<std::mutex> lock(mu_);
+    Slot& s = slot(id);
+    if (!wait_arrived(lock, rank, s)) {
+      FURNACE_FAIL() << broken_;
     }
+    ++s.settled;
+    const std::string error = s.error;
+    const Outcome out = s.outcome;
+    move_shares(lock, id);
+    FURNACE_CHECK(error.empty()) << error;
     return out;
   }
 
-  // Returns once every rank has moved its share of collective `id`: no rank reads or writes this
-  // rank's bytes any more. (Only one collective moves bytes at a time: a later one has started
-  // only after this one's shares were done.)
-  void wait_done(uint64_t id) {
+  // Returns once no rank reads or writes rank `rank`'s bytes of collective `id` any more: every
+  // share moved (helping with those left), or the group broke and no share is being moved. Never
+  // throws (a Work's destructor calls it): a timeout breaks the group instead.
+  void wait_done(int rank, uint64_t id) {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return generation_ != id || shares_left_ == 0; });
+    if (id < first_id_) return;
+    if (wait_arrived(lock, rank, slot(id))) move_shares(lock, id);
+    parallel::spin_then_wait(lock, cv_, [&] {
+      if (id < first_id_) return true;
+      const Slot& s = slot(id);
+      return (s.arrived == size_ && all_moved(s)) || (!broken_.empty() && s.moved == s.claimed);
+    });
   }
 
   // Rank `rank` gave up: every rank waiting now or arriving later fails with `reason`.
@@ -112,11 +126,74 @@ class Rendezvous {
   }
 
  private:
+  // One collective, from the first rank's arrival until every rank settled it and its bytes moved.
+  struct Slot {
+    explicit Slot(int size) : arrivals(static_cast<size_t>(size)) {}
+    std::vector<Arrival> arrivals;
+    int arrived = 0;
+    std::string error;  // the ranks' mismatch, for every rank of it
+    Outcome outcome;
+    int shares = 0;   // of the bytes: one per rank, or none
+    int claimed = 0;  // shares a rank has started moving
+    int moved = 0;
+    int settled = 0;  // ranks that read the outcome
+  };
+
+  // The collective numbered `id` (lock held); std::deque keeps references to the others valid.
+  Slot& slot(uint64_t id) {
+    FURNACE_ASSERT(id >= first_id_) << "collective " << id << " was already retired";
+    while (first_id_ + slots_.size() <= id) slots_.emplace_back(size_);
+    return slots_[static_cast<size_t>(id - first_id_)];
+  }
+  const Slot& slot(uint64_t id) const { return slots_[static_cast<size_t>(id - first_id_)]; }
+
+  static bool all_moved(const Slot& s) { return s.moved == s.shares; }
+
+  // Waits (lock held) until every rank has arrived at `s`: false when the group broke, or broke
+  // now because rank `rank` waited longer than the timeout.
+  bool wait_arrived(std::unique_lock<std::mutex>& lock, int rank, const Slot& s) {
+    if (s.arrived == size_) return true;
+    if (!parallel::spin_then_wait_for(lock, cv_, options_.timeout,
+                                      [&] { return s.arrived == size_ || !broken_.empty(); })) {
+      broken_ = "ProcessGroup (threads): rank " + std::to_string(rank) + " waited " +
+                std::to_string(options_.timeout.count()) + " ms in " +
+                collective_name(s.arrivals[static_cast<size_t>(rank)].what) + " for the other ranks; " +
+                std::to_string(s.arrived) + " of " + std::to_string(size_) +
+                " arrived (a rank that stopped, or ranks calling different collectives)";
+      cv_.notify_all();
+    }
+    return s.arrived == size_ && broken_.empty();
+  }
+
+  // Moves the shares of collective `id` no rank has taken yet (lock held; every rank has arrived),
+  // after every share of the collective before it: a later collective may write the same tensor.
+  void move_shares(std::unique_lock<std::mutex>& lock, uint64_t id) {
+    Slot& s = slot(id);
+    if (s.claimed < s.shares)
+      parallel::spin_then_wait(lock, cv_, [&] { return id == first_id_ || !broken_.empty() || all_moved(slot(id - 1)); });
+    while (s.claimed < s.shares && broken_.empty()) {
+      const int share = s.claimed++;
+      lock.unlock();
+      move_share(s, share);
+      lock.lock();
+      if (++s.moved == s.shares) cv_.notify_all();
+    }
+    retire();
+  }
+
+  // Forgets the collectives every rank settled and whose bytes all moved (lock held).
+  void retire() {
+    while (!slots_.empty() && slots_.front().settled == size_ && all_moved(slots_.front())) {
+      slots_.pop_front();
+      ++first_id_;
+    }
+  }
+
   // Every rank must bring the same collective with the same size, dtype and root.
-  std::string mismatch() const {
-    const Arrival& first = arrivals_[0];
+  std::string mismatch(const Slot& slot) const {
+    const Arrival& first = slot.arrivals[0];
     for (int r = 1; r < size_; ++r) {
-      const Arrival& a = arrivals_[static_cast<size_t>(r)];
+      const Arrival& a = slot.arrivals[static_cast<size_t>(r)];
       std::ostringstream s;
       if (a.what != first.what)
         s << "rank 0 called " << collective_name(first.what) << ", rank " << r << " called " << collective_name(a.what);
@@ -130,39 +207,25 @@ class Rendezvous {
     return {};
   }
 
-  // Waits (lock held) until done(); throws, breaking the group, after the timeout or when the
-  // group is broken.
-  template <class Done>
-  void wait(std::unique_lock<std::mutex>& lock, int rank, const Arrival& a, Done done) {
-    if (!cv_.wait_for(lock, options_.timeout, [&] { return done() || !broken_.empty(); })) {
-      broken_ = "ProcessGroup (threads): rank " + std::to_string(rank) + " waited " +
-                std::to_string(options_.timeout.count()) + " ms in " + collective_name(a.what) +
-                " for the other ranks; " + std::to_string(arrived_) + " of " + std::to_string(size_) +
-                " arrived (a rank that stopped, or ranks calling different collectives)";
-      cv_.notify_all();
-      FURNACE_CHECK(false) << broken_;
-    }
-    FURNACE_CHECK(done() || broken_.empty()) << broken_;
-  }
-
   static bool moves_bytes(const Arrival& a) { return a.what != Collective::barrier && a.numel > 0; }
 
-  // Rank `rank`'s share of the bytes: its slice of the elements (whole cache lines, so no two
-  // ranks write one), read from every rank and written to every rank.
-  void move_share(int rank) const {
-    const Arrival& first = arrivals_[0];
+  // Share `share` of the bytes: that slice of the elements (whole cache lines, so no two shares
+  // write one), read from every rank and written to every rank.
+  static void move_share(const Slot& slot, int share) {
+    const std::vector<Arrival>& arrivals = slot.arrivals;
+    const Arrival& first = arrivals[0];
     const size_t n = static_cast<size_t>(first.numel);
-    const size_t ranks = arrivals_.size();
+    const size_t ranks = arrivals.size();
     constexpr size_t kLine = 16;  // floats in a 64-byte cache line
     const size_t slice = (n + ranks - 1) / ranks;
     const size_t step = (slice + kLine - 1) / kLine * kLine;
-    const size_t begin = std::min(n, static_cast<size_t>(rank) * step);
+    const size_t begin = std::min(n, static_cast<size_t>(share) * step);
     const size_t end = std::min(n, begin + step);
     if (first.what == Collective::broadcast) {
-      const float* src = arrivals_[static_cast<size_t>(first.root)].bytes;
+      const float* src = arrivals[static_cast<size_t>(first.root)].bytes;
       for (size_t r = 0; r < ranks; ++r)
         if (static_cast<int>(r) != first.root)
-          std::memcpy(arrivals_[r].bytes + begin, src + begin, (end - begin) * sizeof(float));
+          std::memcpy(arrivals[r].bytes + begin, src + begin, (end - begin) * sizeof(float));
       return;
     }
     // Rank order, ((t0 + t1) + t2) + ..., on every element, a block at a time so the partial sums
@@ -171,32 +234,35 @@ class Rendezvous {
     float sum[kBlock];
     for (size_t start = begin; start < end; start += kBlock) {
       const size_t len = std::min(end - start, kBlock);
-      std::memcpy(sum, arrivals_[0].bytes + start, len * sizeof(float));
-      for (size_t r = 1; r < ranks; ++r) {
-        const float* src = arrivals_[r].bytes + start;
-        for (size_t i = 0; i < len; ++i) sum[i] += src[i];
-      }
-      for (size_t r = 0; r < ranks; ++r) std::memcpy(arrivals_[r].bytes + start, sum, len * sizeof(float));
+      std::memcpy(sum, arrivals[0].bytes + start, len * sizeof(float));
+      for (size_t r = 1; r < ranks; ++r) accumulate(sum, arrivals[r].bytes + start, len);
+      for (size_t r = 0; r < ranks; ++r) std::memcpy(arrivals[r].bytes + start, sum, len * sizeof(float));
     }
   }
 
-  void model() {
-    const Arrival& first = arrivals_[0];
+  // sum[i] += src[i], a function of its own so that the compiler vectorises it: inlined into the
+  // loop over ranks, it interleaved two ranks' adds element by element, unvectorised (most of
+  // the sum's time in a profile of DDP).
+  __attribute__((noinline)) static void accumulate(float* __restrict sum, const float* __restrict src, size_t n) {
+    for (size_t i = 0; i < n; ++i) sum[i] += src[i];
+  }
+
+  void model(Slot& slot) const {
+    const Arrival& first = slot.arrivals[0];
     const size_t n = static_cast<size_t>(first.numel);
-    outcome_.start_s = 0;
-    for (const Arrival& a : arrivals_) outcome_.start_s = std::max(outcome_.start_s, a.ready_s);
-    outcome_.seconds = 0;
+    Outcome& out = slot.outcome;
+    for (const Arrival& a : slot.arrivals) out.start_s = std::max(out.start_s, a.ready_s);
     std::vector<int> ring;
-    for (const Arrival& a : arrivals_) ring.push_back(a.physical);
+    for (const Arrival& a : slot.arrivals) ring.push_back(a.physical);
     const bool modelled = options_.topology != nullptr &&
                           std::none_of(ring.begin(), ring.end(), [](int p) { return p < 0; });
     if (modelled) {
       const double bytes = static_cast<double>(n * sizeof(float));
       // A barrier is an all_reduce of one element (c10d's barrier on NCCL).
-      outcome_.seconds = first.what == Collective::broadcast
-                             ? model_ring_broadcast_seconds(*options_.topology, ring, bytes)
-                             : model_ring_all_reduce_seconds(*options_.topology, ring,
-                                                             first.what == Collective::barrier ? 4.0 : bytes);
+      out.seconds = first.what == Collective::broadcast
+                        ? model_ring_broadcast_seconds(*options_.topology, ring, bytes)
+                        : model_ring_all_reduce_seconds(*options_.topology, ring,
+                                                        first.what == Collective::barrier ? 4.0 : bytes);
     }
   }
 
@@ -204,19 +270,20 @@ class Rendezvous {
   const ThreadGroupOptions options_;
   std::mutex mu_;
   std::condition_variable cv_;
-  uint64_t generation_ = 0;
-  int arrived_ = 0;
-  int shares_left_ = 0;  // ranks still moving their share of the current collective's bytes
-  std::vector<Arrival> arrivals_;
-  Outcome outcome_;
-  std::string error_;   // the last collective's mismatch, for every rank of it
-  std::string broken_;  // a timeout: every later call fails too
+  std::vector<uint64_t> arrived_at_;  // per rank: the number of its next collective
+  std::deque<Slot> slots_;            // collectives first_id_, first_id_ + 1, ...
+  uint64_t first_id_ = 0;
+  std::string broken_;  // a timeout or an abort: every later call fails too
 };
 
 class ThreadProcessGroup final : public ProcessGroup {
  public:
   ThreadProcessGroup(std::shared_ptr<Rendezvous> rendezvous, int rank)
       : rendezvous_(std::move(rendezvous)), rank_(rank) {}
+  ~ThreadProcessGroup() override {
+    // A collective nobody waited for: its bytes may still be another rank's to move.
+    if (pending_) rendezvous_->wait_done(rank_, pending_->id);
+  }
 
   int rank() const override { return rank_; }
   int size() const override { return rendezvous_->size(); }
@@ -231,39 +298,70 @@ class ThreadProcessGroup final : public ProcessGroup {
     run(ctx, t, Collective::broadcast, root)->wait(ctx);
   }
   void barrier() override {
+    settle_pending();
     Arrival a;
     a.what = Collective::barrier;
-    rendezvous_->arrive(rank_, a);
+    rendezvous_->settle(rank_, rendezvous_->arrive(rank_, a));
   }
   void abort(const std::string& reason) override { rendezvous_->abort(rank_, reason); }
 
  private:
-  // The bytes are exchanged now (the rendezvous); what the GPU would do is put on the modelled
-  // clock: the collective on kCommStream from when every rank's stream reached it, and the Work
-  // makes the caller's stream wait for its end.
+  // A collective this rank arrived at. It goes on the modelled clock once every rank has arrived
+  // (settled): on kCommStream from when the last rank's stream reached it. Only collectives use
+  // that stream, so putting it there later than the call changes no time.
+  struct Pending {
+    uint64_t id = 0;
+    const char* name = "";
+    size_t bytes = 0;
+    int device = 0;
+    Backend* backend = nullptr;
+    bool settled = false;
+    double end_s = 0, seconds = 0;
+  };
+
+  // Settles collective `p` of rank `rank`: waits for every rank's arrival, moves what is left of
+  // its bytes and puts it on the device's clock. The rank's next collective's start needs its end.
+  static void settle(Rendezvous& rendezvous, int rank, Pending& p) {
+    if (p.settled) return;
+    p.settled = true;  // also when it throws: the group is then broken or the error is every rank's
+    const Rendezvous::Outcome out = rendezvous.settle(rank, p.id);
+    p.backend->model_collective(p.device, kCommStream, p.name, out.start_s, out.seconds, p.bytes);
+    p.end_s = p.backend->stream_time(p.device, kCommStream);
+    p.seconds = out.seconds;
+  }
+  void settle_pending() {
+    if (pending_) settle(*rendezvous_, rank_, *pending_);
+  }
+
   class ThreadWork final : public Work {
    public:
-    ThreadWork(std::shared_ptr<Rendezvous> rendezvous, uint64_t id, int device, double end_s, double seconds)
-        : rendezvous_(std::move(rendezvous)), id_(id), device_(device), end_s_(end_s), seconds_(seconds) {}
+    ThreadWork(std::shared_ptr<Rendezvous> rendezvous, int rank, std::shared_ptr<Pending> p)
+        : rendezvous_(std::move(rendezvous)), rank_(rank), p_(std::move(p)) {}
     // The other ranks may still be writing this rank's tensor: not past its owner's Work.
-    ~ThreadWork() override { rendezvous_->wait_done(id_); }
-    double modelled_seconds() const override { return seconds_; }
+    ~ThreadWork() override { rendezvous_->wait_done(rank_, p_->id); }
+    // Known once every rank has arrived: waits for that.
+    double modelled_seconds() const override {
+      settle(*rendezvous_, rank_, *p_);
+      return p_->seconds;
+    }
     void wait(OpContext& ctx) override {
-      FURNACE_CHECK(ctx.device == device_) << "Work::wait on cuda:" << ctx.device << " for a collective of cuda:" << device_;
-      rendezvous_->wait_done(id_);
-      ctx.rt.backend().model_stream_wait(device_, ctx.stream, end_s_);
+      FURNACE_CHECK(ctx.device == p_->device)
+          << "Work::wait on cuda:" << ctx.device << " for a collective of cuda:" << p_->device;
+      settle(*rendezvous_, rank_, *p_);
+      rendezvous_->wait_done(rank_, p_->id);
+      ctx.rt.backend().model_stream_wait(p_->device, ctx.stream, p_->end_s);
     }
 
    private:
     std::shared_ptr<Rendezvous> rendezvous_;
-    uint64_t id_;
-    int device_;
-    double end_s_, seconds_;
+    int rank_;
+    std::shared_ptr<Pending> p_;  // shared with the group, which settles it before its next call
   };
 
   std::unique_ptr<Work> run(OpContext& ctx, Tensor& t, Collective what, int root) {
     const char* name = collective_name(what);
     check_collective_tensor(ctx, t, name, rank_);
+    settle_pending();
     Backend& backend = ctx.rt.backend();
     const size_t bytes = t.nbytes();
     // The simulator's device memory is host memory: read and write it in place. Elsewhere the
@@ -285,20 +383,28 @@ class ThreadProcessGroup final : public ProcessGroup {
     // got there.
     a.ready_s = std::max(backend.stream_time(ctx.device, ctx.stream), backend.stream_time(ctx.device, kCommStream));
     a.physical = backend.physical_index(ctx.device);
-    // a.bytes holds the result once every rank's share is done (the root of a broadcast keeps its
-    // own bytes): in place, the Work's wait() waits for that; staged, the copy back does.
-    const Rendezvous::Outcome out = rendezvous_->arrive(rank_, a);
-    if (!in_place) rendezvous_->wait_done(out.id);
-    if (!in_place && !(what == Collective::broadcast && root == rank_) && bytes > 0)
-      backend.copy(CopyKind::h2d, t.raw(), ctx.device, staged_.data(), -1, bytes, ctx.stream, false);
-    backend.model_collective(ctx.device, kCommStream, name, out.start_s, out.seconds, bytes);
-    const double end_s = backend.stream_time(ctx.device, kCommStream);
-    if (!in_place) backend.synchronize(ctx.device);  // the copy from staged_ ends before it is reused
-    return std::make_unique<ThreadWork>(rendezvous_, out.id, ctx.device, end_s, out.seconds);
+    auto p = std::make_shared<Pending>();
+    p->name = name;
+    p->bytes = bytes;
+    p->device = ctx.device;
+    p->backend = &backend;
+    p->id = rendezvous_->arrive(rank_, a);
+    pending_ = p;
+    // a.bytes holds the result once every share is moved (the root of a broadcast keeps its own
+    // bytes): in place, the Work's wait() waits for that; staged, the copy back does.
+    if (!in_place) {
+      settle(*rendezvous_, rank_, *p);
+      rendezvous_->wait_done(rank_, p->id);
+      if (!(what == Collective::broadcast && root == rank_) && bytes > 0)
+        backend.copy(CopyKind::h2d, t.raw(), ctx.device, staged_.data(), -1, bytes, ctx.stream, false);
+      backend.synchronize(ctx.device);  // the copy from staged_ ends before it is reused
+    }
+    return std::make_unique<ThreadWork>(rendezvous_, rank_, std::move(p));
   }
 
   std::shared_ptr<Rendezvous> rendezvous_;
   int rank_;
+  std::shared_ptr<Pending> pending_;  // this rank's latest collective
   std::vector<float> staged_;  // a backend the host cannot read: the bytes on the host, kept between calls
 };
 

@@ -1,6 +1,8 @@
 // parallel/worker_pool: see worker_pool.h.
 #include "parallel/worker_pool.h"
 
+#include "parallel/spin_wait.h"
+
 #include <pthread.h>
 
 #include <cstdio>
@@ -43,7 +45,7 @@ bool WorkerPool::try_run(size_t n, const std::function<void(size_t)>& job) {
   if (n > 1) wake_.notify_all();
   job(0);
   std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [&] { return pending_ == 0; });
+  spin_then_wait(lock, done_, [&] { return pending_ == 0; });
   job_ = nullptr;
   return true;
 }
@@ -53,7 +55,7 @@ void WorkerPool::loop(size_t slot, uint64_t seen) {
     const std::function<void(size_t)>* job = nullptr;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      spin_then_wait(lock, wake_, [&] { return stop_ || generation_ != seen; });
       if (stop_) return;
       seen = generation_;
       if (slot + 1 >= job_size_) continue;  // this job needs fewer threads than the pool has

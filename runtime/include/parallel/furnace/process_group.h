@@ -38,7 +38,8 @@ class Work {
  public:
   virtual ~Work() = default;
   virtual void wait(OpContext& ctx) = 0;
-  // The collective's modelled duration on the communication stream (0 where not modelled).
+  // The collective's modelled duration on the communication stream (0 where not modelled); it
+  // depends on every rank, so on ranks that are threads it waits for the last one to call it.
   virtual double modelled_seconds() const { return 0; }
 };
 
