@@ -1,9 +1,10 @@
 // ProcessGroup (furnace/process_group.h) with ranks on threads: all_reduce sums in rank order and
 // gives every rank the same bits, broadcast copies the root's tensor, barrier holds every rank
 // until the last arrives; all_reduce_async returns before the others arrive; ranks that disagree
-// get one error each, a rank that never comes is a timeout error, never a hang; on the simulator every rank's clock waits for the last rank and
-// then runs NCCL's ring over the links of the ranks' GPUs; a backend whose memory the host cannot
-// read gives the same bits through the host. Each rank has its own Runtime, as a process has.
+// get one error each, a rank that never comes is a timeout error, never a hang; on the simulator
+// every rank's clock waits for the last rank and then runs NCCL's ring over the links of the
+// ranks' GPUs; a backend whose memory the host cannot read gives the same bits through the host.
+// Each rank has its own Runtime, as a process has.
 // This executable carries the ctest label "threads" (the tsan preset runs it).
 #include <gtest/gtest.h>
 

@@ -9,6 +9,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -43,10 +44,10 @@ void spin_then_wait(std::unique_lock<std::mutex>& lock, std::condition_variable&
 template <class Pred, class Rep, class Period>
 bool spin_then_wait_for(std::unique_lock<std::mutex>& lock, std::condition_variable& cv,
                         std::chrono::duration<Rep, Period> timeout, Pred pred) {
-  const auto start = std::chrono::steady_clock::now();
-  const auto deadline = start + timeout;
-  if (detail::spin(lock, pred, std::min(deadline, start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(kSpinBeforeSleep))))
-    return true;
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + std::chrono::duration_cast<Clock::duration>(timeout);
+  if (detail::spin(lock, pred, std::min(deadline, start + kSpinBeforeSleep))) return true;
   return cv.wait_until(lock, deadline, pred);
 }
 
