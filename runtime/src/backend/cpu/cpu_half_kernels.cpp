@@ -33,15 +33,22 @@ void narrow(uint16_t* out, const float* in, int64_t n, DType dt) {
     f32_to_f16(in, out, static_cast<size_t>(n));
 }
 
-// x[i] = its value rounded to the 16-bit type, as fp32 (in place): through a small buffer on the
-// stack, a chunk at a time, so both passes stay in L1.
-void round_through_half(float* x, size_t n, DType dt) {
-  constexpr size_t kChunk = 2048;
+// master[i] = x[i] rounded to the 16-bit type, added to master[i] when accumulating: through
+// small buffers on the stack, a chunk at a time, so the rounding's passes stay in L1 and the
+// fp32 scratch is read once.
+void add_rounded(float* master, const float* x, int64_t n, DType dt, bool accumulate) {
+  constexpr int64_t kChunk = 2048;
   uint16_t h[kChunk];
-  for (size_t i = 0; i < n; i += kChunk) {
-    const int64_t k = static_cast<int64_t>(std::min(kChunk, n - i));
+  float r[kChunk];
+  for (int64_t i = 0; i < n; i += kChunk) {
+    const int64_t k = std::min(kChunk, n - i);
     narrow(h, x + i, k, dt);
-    widen(x + i, h, k, dt);
+    if (!accumulate) {
+      widen(master + i, h, k, dt);
+      continue;
+    }
+    widen(r, h, k, dt);
+    for (int64_t j = 0; j < k; ++j) master[i + j] += r[j];
   }
 }
 
@@ -87,17 +94,13 @@ void linear_backward_half(uint16_t* dinp, float* dweight, float* dbias, const ui
   widen(x, inp, static_cast<int64_t>(nin), dt);
   float* dw = scratch(2, nw).data();  // the widened weight is no longer needed
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B, 1.0f, g, OC, x, C, 0.0f, dw, C);
-  round_through_half(dw, nw, dt);
-  if (accumulate)
-    for (size_t i = 0; i < nw; ++i) dweight[i] += dw[i];
-  else
-    std::copy(dw, dw + nw, dweight);
+  add_rounded(dweight, dw, static_cast<int64_t>(nw), dt, accumulate);
   float* db = scratch(3, static_cast<size_t>(OC)).data();
   for (int o = 0; o < OC; ++o) db[o] = 0.0f;
   for (int bi = 0; bi < B; ++bi)
     for (int o = 0; o < OC; ++o) db[o] += g[static_cast<size_t>(bi) * OC + o];
-  round_through_half(db, static_cast<size_t>(OC), dt);
-  for (int o = 0; o < OC; ++o) dbias[o] = (accumulate ? dbias[o] : 0.0f) + db[o];
+  if (!accumulate) std::fill(dbias, dbias + OC, 0.0f);  // 0 + (-0) is +0, as it always was here
+  add_rounded(dbias, db, OC, dt, true);
 }
 
 // Both formats keep the sign in the top bit; a NaN has an all-ones exponent and a non-zero
