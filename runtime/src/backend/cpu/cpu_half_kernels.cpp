@@ -84,8 +84,8 @@ void linear_backward_half(uint16_t* dinp, float* dweight, float* dbias, const ui
   float* x = scratch(1, nin).data();
   float* w = scratch(2, nw).data();
   widen(g, dout, static_cast<int64_t>(nout), dt);
-  widen(w, weight, static_cast<int64_t>(nw), dt);
-  if (dinp) {
+  if (dinp) {  // the first layer has none, and its weight is the largest: widened only if needed
+    widen(w, weight, static_cast<int64_t>(nw), dt);
     float* dx = scratch(3, nin).data();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, C, OC, 1.0f, g, OC, w, C, 0.0f, dx, C);
     narrow(dinp, dx, static_cast<int64_t>(nin), dt);
