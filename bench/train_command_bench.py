@@ -50,6 +50,25 @@ def run(cmd, env=None):
     return out, usage.ru_utime + usage.ru_stime
 
 
+def cpu_features():
+    """The CPU's model and the instruction sets both sides' 16-bit paths depend on: PyTorch's CPU
+    bf16 autocast is fast only with AVX512_BF16 (oneDNN's bf16 dot products; without it about
+    800 samples/s on the reference MLP), and Furnace's conversions take 16 lanes with AVX-512,
+    8 with F16C."""
+    model, flags = "unknown", set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and model == "unknown":
+                    model = value.strip()
+                elif key.strip() == "flags" and not flags:
+                    flags = set(value.split())
+    except OSError:
+        pass
+    return {"model": model, **{name: name in flags for name in ("avx2", "f16c", "avx512f", "avx512_bf16")}}
+
+
 def samples(args):
     """The images each side trains on: the epochs, or the first --steps batches of the first."""
     return min(TRAIN_SET * args.epochs, args.steps * BATCH) if args.steps else TRAIN_SET * args.epochs
@@ -180,6 +199,7 @@ def main():
         step_s = BATCH / summary["fp32"]["samples_per_s"]
         summary["fp32_step_at_sgemm_rate"] = round(sgemm["gemm_s_per_step"] / step_s, 3)
     summary["load_after"] = round(load(), 2)
+    summary["cpu"] = cpu_features()
 
     print(f"furnace train vs PyTorch {'.'.join(map(str, __import__('torch').__version__.split('.')[:2]))}"
           f" CPU, reference MLP 784-512-512-10, batch {BATCH}, {samples(args)} samples ({args.epochs} epoch(s){f', first {args.steps} steps' if args.steps else ''}), "
@@ -194,6 +214,10 @@ def main():
               f"{sgemm['gemm_s_per_step'] * 1e3:.2f} ms of GEMM per step"
               + (f"; the fp32 step runs its GEMMs at {summary['fp32_step_at_sgemm_rate'] * 100:.0f}% of that rate"
                  if "fp32_step_at_sgemm_rate" in summary else ""))
+    cpu = summary["cpu"]
+    print(f"CPU: {cpu['model']}, {os.cpu_count()} logical CPUs; "
+          + ", ".join(f"{k} {'yes' if cpu[k] else 'no'}" for k in ("avx2", "f16c", "avx512f", "avx512_bf16"))
+          + ("" if cpu["avx512_bf16"] else " (PyTorch's CPU bf16 autocast runs without bf16 dot products here)"))
     print(json.dumps(summary, sort_keys=True))
 
 
