@@ -82,9 +82,9 @@ void linear_backward_half(uint16_t* dinp, float* dweight, float* dbias, const ui
                nout = static_cast<size_t>(B) * OC;
   float* g = scratch(0, nout).data();
   float* x = scratch(1, nin).data();
-  float* w = scratch(2, nw).data();
   widen(g, dout, static_cast<int64_t>(nout), dt);
   if (dinp) {  // the first layer has none, and its weight is the largest: widened only if needed
+    float* w = scratch(2, nw).data();
     widen(w, weight, static_cast<int64_t>(nw), dt);
     float* dx = scratch(3, nin).data();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, C, OC, 1.0f, g, OC, w, C, 0.0f, dx, C);
@@ -92,7 +92,7 @@ void linear_backward_half(uint16_t* dinp, float* dweight, float* dbias, const ui
   }
   // The 16-bit weight gradient, rounded, then accumulated into the fp32 master gradient.
   widen(x, inp, static_cast<int64_t>(nin), dt);
-  float* dw = scratch(2, nw).data();  // the widened weight is no longer needed
+  float* dw = scratch(2, nw).data();  // where the widened weight was, if it was
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B, 1.0f, g, OC, x, C, 0.0f, dw, C);
   add_rounded(dweight, dw, static_cast<int64_t>(nw), dt, accumulate);
   float* db = scratch(3, static_cast<size_t>(OC)).data();
