@@ -18,13 +18,17 @@ median of the pairs is reported, since these machines are shared and noisy:
 Besides samples/s (each side's own loop timing), each side's CPU seconds in its training loop
 (user + sys, all threads; for furnace the process's less that of the same command stopped after
 one step) are printed, which the load of other processes disturbs less, and the load average
-before and after. The last row is OpenBLAS's sgemm rate at the step's shapes
+before and after. With --one-core every command runs pinned to one logical CPU with one thread
+(OpenBLAS, OpenMP and PyTorch's intra-op threads; furnace's own pools size themselves by the
+affinity): the ratios are then of the work each side does per sample, steady to a percent or
+two from run to run where the two-core figures swing by tens of percent with the host's
+scheduling of this VM's two vCPUs. The last row is OpenBLAS's sgemm rate at the step's shapes
 (bench/step_sgemm_rate.cpp) and how much of it the fp32 training step reaches.
 Ends with one JSON line. Needs /usr/bin/python3 with torch (Debian's python3-torch).
 
 Usage: /usr/bin/python3 bench/train_command_bench.py [--build build/cpu-release] [--pairs 3]
        [--epochs 1] [--steps N] [--torch-threads best|omp|blas] [--rows fp32,bf16,fp16,dp2,dp4,dp8,ddp2,ddp4,gloo2,gloo4]
-       [--no-sgemm]
+       [--no-sgemm] [--one-core]
 """
 import argparse
 import json
@@ -38,10 +42,18 @@ TRAIN_SET = 60000  # Fashion-MNIST's training images
 BATCH = 256
 
 
+ONE_CORE = None  # with --one-core: the logical CPU every command is pinned to
+
+
 def run(cmd, env=None):
     """Runs cmd; returns (stdout, CPU seconds of the child: user + sys)."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                         env=dict(os.environ, **(env or {})))
+    env = dict(os.environ, **(env or {}))
+    pin = None
+    if ONE_CORE is not None:
+        env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+        pin = lambda: os.sched_setaffinity(0, {ONE_CORE})  # noqa: E731
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+                         preexec_fn=pin)
     out = p.stdout.read()
     _, status, usage = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)
@@ -104,6 +116,8 @@ def pytorch(args, amp):
     Both at `threads` oversubscribe the cores (measured: 4x to 8x slower on 2 busy cores)."""
     settings = {"best": ((args.threads, 1), (1, args.threads)), "omp": ((args.threads, 1),),
                 "blas": ((1, args.threads),)}[args.torch_threads]
+    if ONE_CORE is not None:
+        settings = ((1, 1),)
     best = None
     for omp, blas in settings:
         cmd = ["/usr/bin/python3", os.path.join(HERE, "pytorch_mlp.py"), "--threads", str(omp),
@@ -146,13 +160,19 @@ def main():
                     help="PyTorch's thread setting: the better of both (two runs a side), or one of them")
     ap.add_argument("--rows", default="fp32,bf16,fp16,dp2,dp4,dp8")
     ap.add_argument("--no-sgemm", action="store_true", help="skip the sgemm-rate row at the end")
+    ap.add_argument("--one-core", action="store_true",
+                    help="pin every command to one logical CPU with one thread: ratios of the work per sample")
     args = ap.parse_args()
+    global ONE_CORE
+    if args.one_core:
+        ONE_CORE = max(os.sched_getaffinity(0))
     args.furnace = os.path.join(args.build, "runtime", "furnace")
     rows = args.rows.split(",")
     load_before = load()
 
     table, summary = [], {"load_before": round(load_before, 2), "pairs": args.pairs, "epochs": args.epochs,
-                          "steps": args.steps, "torch_threads": args.torch_threads}
+                          "steps": args.steps, "torch_threads": args.torch_threads,
+                          "one_core": args.one_core}
     one_gpu = ["--topology", "dgx-h100"]
     for row in rows:
         if row in ("fp32", "bf16", "fp16"):
@@ -203,7 +223,9 @@ def main():
 
     print(f"furnace train vs PyTorch {'.'.join(map(str, __import__('torch').__version__.split('.')[:2]))}"
           f" CPU, reference MLP 784-512-512-10, batch {BATCH}, {samples(args)} samples ({args.epochs} epoch(s){f', first {args.steps} steps' if args.steps else ''}), "
-          f"median of {args.pairs} alternated pairs; load average {load_before:.2f} before, {summary['load_after']:.2f} after")
+          f"median of {args.pairs} alternated pairs"
+          f"{f', every command pinned to CPU {ONE_CORE} with one thread' if args.one_core else ''}; "
+          f"load average {load_before:.2f} before, {summary['load_after']:.2f} after")
     print(f"{'row':6} {'furnace samples/s':>18}  {'against':24} {'samples/s':>10}  {'ratio':>6} {'(min-max)':>12}"
           f"  loop CPU s: furnace / other = other/furnace")
     for row, a, other, b, med, lo, hi, ac, bc, cr in table:
