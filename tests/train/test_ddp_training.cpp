@@ -1,8 +1,9 @@
 // `--parallel ddp` as a TrainingRun: ranks as processes of one simulated machine, stepped together;
-// every GPU holds the same memory (no GPU 0 bottleneck); PyTorch's two rebuilt buckets for the
-// reference MLP; no_sync keeps accumulation to one all-reduce per optimizer step; the ranks' GPUs
-// follow CUDA_VISIBLE_DEVICES; rank 0 alone writes the checkpoint, with DDP's "module." keys; bad
-// input is one line each. This executable carries the ctest label "threads" (tsan runs it).
+// every GPU holds the same memory and is as busy per step (no GPU 0 bottleneck); PyTorch's two
+// rebuilt buckets for the reference MLP; no_sync keeps accumulation to one all-reduce per
+// optimizer step; the ranks' GPUs follow CUDA_VISIBLE_DEVICES; rank 0 alone writes the checkpoint,
+// with DDP's "module." keys; bad input is one line each. This executable carries the ctest label
+// "threads" (tsan runs it).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -59,6 +60,9 @@ TEST(DdpTraining, FourRanksTrainTogetherAndEveryGpuHoldsTheSame) {
     EXPECT_LE(r.memory[static_cast<size_t>(k)].peak_allocated_bytes, r.memory[0].peak_allocated_bytes) << "cuda:" << k;
     EXPECT_GT(rank.comm_s, 0.0);
     EXPECT_LE(rank.exposed_s, rank.comm_s + 1e-12);
+    // Busy per training step: rank 0's evaluation of the test set after training is not a step
+    // (counted in, it made GPU 0 look busier than the others in the report).
+    EXPECT_NEAR(rank.busy_s, r.ddp->ranks[0].busy_s, 1e-9 * r.ddp->ranks[0].busy_s) << "rank " << k;
   }
   EXPECT_GT(r.memory[0].peak_allocated_bytes, 3u * 2678824u);  // params + grads + buckets (+ momentum)
 }

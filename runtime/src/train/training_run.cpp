@@ -149,7 +149,9 @@ struct TrainingRun::State {
   std::unique_ptr<DpTraining> dp;  // --parallel dp: model = nn.DataParallel(model, ...)
   const RankSetup* rank = nullptr;  // --parallel ddp: this run is one rank
   std::unique_ptr<DistributedDataParallel> ddp;  // then: model = DDP(model, device_ids=[rank])
-  double busy_start = 0;  // the device's busy seconds when training started (ddp's report)
+  // The device's busy seconds when training started and when it ended, before rank 0 alone
+  // evaluates the test set (ddp's per-step report counts the training steps only).
+  double busy_start = 0, busy_end = 0;
   std::unique_ptr<GradScaler> scaler;
   DType autocast = DType::f32;
   std::unique_ptr<PhaseTimer> phase;  // the single-device step's phases
@@ -358,11 +360,12 @@ void TrainingRun::start(const RankSetup* rank) {
   // nn.DataParallel(model, device_ids=...) checks its ids (_check_balance) before the model moves
   // to device_ids[0]: an id beyond the visible devices is its "Invalid device id", not the
   // "invalid device ordinal" a model.cuda(id) would raise.
-  if (sc.parallel_mode() == ParallelMode::dp && sc.device_ids)
+  if (sc.parallel_mode() == ParallelMode::dp && sc.device_ids) {
     for (int id : *sc.device_ids)
       FURNACE_CHECK(id >= 0 && id < rt.device_count())  // DpTraining's words for the same check
           << "Invalid device id (device_ids " << ids_list(*sc.device_ids) << "; "
           << rt.describe_devices() << ")";
+  }
   FURNACE_CHECK(sc.device < rt.device_count())
       << "invalid device ordinal " << sc.device << ": " << rt.describe_devices() << "; inside the process "
       << existing_ordinals(rt.device_count());
@@ -628,7 +631,7 @@ DdpReport TrainingRun::State::ddp_report(int64_t steps) const {
   me.rank = rank->rank;
   me.device = sc.device;
   me.physical = rt->backend().physical_index(sc.device);
-  me.busy_s = (rt->backend().device_busy_time(sc.device) - busy_start) / n;
+  me.busy_s = (busy_end - busy_start) / n;
   me.comm_s = st.comm_s / n;
   me.exposed_s = st.exposed_s / n;
   for (const DeviceMemoryReport& m : r.memory)
@@ -663,6 +666,7 @@ TrainResult TrainingRun::finish() {
   r.modelled_s = s.dp ? s.dp->modelled_time() : rt.backend().device_time(sc.device);
   r.modelled_step_s = steps_here ? (r.modelled_s - s.clock_start) / static_cast<double>(steps_here) : 0.0;
   if (s.dp) r.dp = s.dp->report(steps_here);
+  s.busy_end = rt.backend().device_busy_time(sc.device);
   // Evaluation runs the bare model (dp.module) where it lives (DataParallel on one device may
   // have moved it to device_ids[0]). A run stopped at --stop-at-step is not finished: no test.
   OpContext eval_ctx{rt, s.model->device(), 0, s.autocast};
