@@ -20,9 +20,9 @@ Besides samples/s (each side's own loop timing), each side's CPU seconds in its 
 one step) are printed, which the load of other processes disturbs less, and the load average
 before and after. With --one-core every command runs pinned to one logical CPU with one thread
 (OpenBLAS, OpenMP and PyTorch's intra-op threads; furnace's own pools size themselves by the
-affinity): the ratios are then of the work each side does per sample, steady to a percent or
-two from run to run where the two-core figures swing by tens of percent with the host's
-scheduling of this VM's two vCPUs. The last row is OpenBLAS's sgemm rate at the step's shapes
+affinity): the ratios are then of the work each side does per sample, and hold still (measured:
+DDP over 4 ranks, pairs within 0.69x-0.72x on one core, 0.74x-1.12x on two, where the ratio
+follows the host's scheduling of this VM's two vCPUs). The last row is OpenBLAS's sgemm rate at the step's shapes
 (bench/step_sgemm_rate.cpp) and how much of it the fp32 training step reaches.
 Ends with one JSON line. Needs /usr/bin/python3 with torch (Debian's python3-torch).
 
