@@ -22,8 +22,8 @@ before and after. With --one-core every command runs pinned to one logical CPU w
 (OpenBLAS, OpenMP and PyTorch's intra-op threads; furnace's own pools size themselves by the
 affinity): the ratios are then of the work each side does per sample, and hold still (measured:
 DDP over 4 ranks, pairs within 0.69x-0.72x on one core, 0.74x-1.12x on two, where the ratio
-follows the host's scheduling of this VM's two vCPUs). The last row is OpenBLAS's sgemm rate at the step's shapes
-(bench/step_sgemm_rate.cpp) and how much of it the fp32 training step reaches.
+follows the host's scheduling of this VM's two vCPUs). The last row is OpenBLAS's sgemm rate at
+the step's shapes (bench/step_sgemm_rate.cpp) and how much of it the fp32 training step reaches.
 Ends with one JSON line. Needs /usr/bin/python3 with torch (Debian's python3-torch).
 
 Usage: /usr/bin/python3 bench/train_command_bench.py [--build build/cpu-release] [--pairs 3]
