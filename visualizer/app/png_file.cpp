@@ -30,7 +30,8 @@ std::string encode_png(const std::vector<unsigned char>& rgb, int w, int h) {
   Sink sink;
   png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, &sink, on_error, on_warning);
   png_infop info = png ? png_create_info_struct(png) : nullptr;
-  bool ok = png && info;
+  // volatile: setjmp's rule for a local read after longjmp returns to it
+  volatile bool ok = png && info;
   if (ok && setjmp(png_jmpbuf(png)) == 0) {
     png_set_write_fn(png, &sink, on_write, on_flush);
     png_set_compression_level(png, 9);

@@ -199,7 +199,7 @@ void LessonPanel::draw_frame(AppState& app, const Snapshot& snap) {
     ImU32 color = current ? colors::kGpuBox : colors::kFree;
     if (o) color = o->passed ? colors::kLogicalBox : colors::kError;
     ImGui::PushStyleColor(ImGuiCol_Button, color);
-    char label[16];
+    char label[24];  // any size_t in decimal
     std::snprintf(label, sizeof label, "%zu", i + 1);
     if (ImGui::Button(label) && !current) app.lesson.step_request = static_cast<int>(i);
     ImGui::PopStyleColor();

@@ -45,7 +45,7 @@ struct BreakOptions {
   bool indentation = false;     // spaces at the start of a line stay with its first token (code)
   bool short_brackets = false;  // "[0, 1]" (24 bytes at most, on one line) is one token
   // Byte ranges [first, second) a line never breaks inside (a code span kept whole).
-  std::vector<std::pair<size_t, size_t>> keep_whole;
+  std::vector<std::pair<size_t, size_t>> keep_whole{};
 };
 
 // Cuts `text` into BreakTokens; a line may break between any two of them.

@@ -113,13 +113,13 @@ using Observables = std::map<std::string, Value>;
 // key is read: runtime/src/lessons/step_setup.cpp.
 struct DevicesSetup {
   Scenario scenario;                                   // topology, env
-  std::optional<std::string> set_visible_before_init;  // os.environ[...] before the first device use
-  std::optional<std::string> set_visible_after_init;   // ... after it (no effect)
-  std::optional<int> set_device;                       // torch.cuda.set_device(N)
+  std::optional<std::string> set_visible_before_init{};  // os.environ[...] before the first device use
+  std::optional<std::string> set_visible_after_init{};   // ... after it (no effect)
+  std::optional<int> set_device{};                       // torch.cuda.set_device(N)
 };
 struct ForwardSetup {
   Scenario scenario;                 // topology, env, parallel, device, device_ids, batch, hidden, ...
-  std::string model_device;          // "cpu" or "cuda:N" ("": cuda:<device>)
+  std::string model_device{};        // "cpu" or "cuda:N" ("": cuda:<device>)
   std::string input_device = "cpu";  // where the input batch is
 };
 struct TrainSetup {
@@ -127,8 +127,8 @@ struct TrainSetup {
 };
 struct MemorySetup {
   Scenario scenario;               // topology, device
-  std::vector<std::string> alloc;  // sizes to allocate, in order ("5MiB")
-  std::vector<int> free;           // indices into alloc to free afterwards
+  std::vector<std::string> alloc{};  // sizes to allocate, in order ("5MiB")
+  std::vector<int> free{};           // indices into alloc to free afterwards
   bool empty_cache = false;
 };
 struct LossTrapSetup {
@@ -136,11 +136,11 @@ struct LossTrapSetup {
 };
 struct ScalerSetup {
   Scenario scenario;                 // steps, GradScaler's options
-  std::vector<int64_t> overflow_at;  // 1-based steps whose gradients overflow
+  std::vector<int64_t> overflow_at{};  // 1-based steps whose gradients overflow
 };
 struct MachineSetup {
   Scenario scenario;  // topology
-  std::string story;  // furnace/stories.h
+  std::string story{};  // furnace/stories.h
   int part = 1;       // 1-based
 };
 struct LoaderSetup {
