@@ -13,7 +13,7 @@ struct TableStyle {
   std::vector<bool> right;  // right-aligned columns (numbers); the others are left-aligned
   std::string indent = "  ";  // before the first column
   std::string gap = "  ";     // between two columns
-  std::vector<int> min_width{};  // columns at least this wide (a fixed layout that still lines up)
+  std::vector<int> min_width{};  // columns at least this wide (a fixed layout that lines up)
 };
 
 // The table's lines, each ending in '\n', without trailing spaces. Rows may have fewer cells than

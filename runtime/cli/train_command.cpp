@@ -71,11 +71,10 @@ void check_saved_places(const Scenario& sc, const std::string& path, const std::
                      << " (--topology overrides it)";
     }
   }
-  if (!given("--data") && !sc.data_dir.empty()) {
+  if (!given("--data") && !sc.data_dir.empty())
     FURNACE_CHECK(std::filesystem::is_directory(sc.data_dir))
         << "checkpoint " << printable(path) << ": its scenario's data folder " << printable(sc.data_dir)
         << " does not exist here (--data DIR overrides it)";
-  }
 }
 
 // The one line a run stopped by a signal ends with, and how to go on from there.

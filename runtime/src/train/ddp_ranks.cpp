@@ -197,9 +197,7 @@ void DdpRanks::on_every_rank(const std::function<void(int rank)>& fn) {
       group_[r]->abort("rank " + std::to_string(r) + " failed");
     }
   };
-  if (!pool_.try_run(static_cast<size_t>(world_), job)) {
-    FURNACE_FAIL() << "DDP: the ranks' threads are busy";
-  }
+  if (!pool_.try_run(static_cast<size_t>(world_), job)) FURNACE_FAIL() << "DDP: the ranks' threads are busy";
   // The error that started it: a rank's own, not one that only saw the group aborted.
   int first = -1;
   for (int r = 0; r < world_; ++r) {

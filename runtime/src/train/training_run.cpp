@@ -360,12 +360,11 @@ void TrainingRun::start(const RankSetup* rank) {
   // nn.DataParallel(model, device_ids=...) checks its ids (_check_balance) before the model moves
   // to device_ids[0]: an id beyond the visible devices is its "Invalid device id", not the
   // "invalid device ordinal" a model.cuda(id) would raise.
-  if (sc.parallel_mode() == ParallelMode::dp && sc.device_ids) {
+  if (sc.parallel_mode() == ParallelMode::dp && sc.device_ids)
     for (int id : *sc.device_ids)
       FURNACE_CHECK(id >= 0 && id < rt.device_count())  // DpTraining's words for the same check
           << "Invalid device id (device_ids " << ids_list(*sc.device_ids) << "; "
           << rt.describe_devices() << ")";
-  }
   FURNACE_CHECK(sc.device < rt.device_count())
       << "invalid device ordinal " << sc.device << ": " << rt.describe_devices() << "; inside the process "
       << existing_ordinals(rt.device_count());

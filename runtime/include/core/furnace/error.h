@@ -73,23 +73,17 @@ struct ErrorThrower {
 }  // namespace furnace
 
 // Throws furnace::Error with the streamed message when `cond` is false.
-// (The switch makes the macro a single statement, safe inside an unbraced if/else.)
+// (A while loop, which the [[noreturn]] throw leaves at once: a single statement with no else of
+// its own, so an unbraced `if (...) FURNACE_CHECK(...) << ...;` is safe and GCC has no
+// -Wdangling-else to report, as it did for an if/else even inside a switch.)
 #define FURNACE_CHECK(cond)                                                     \
-  switch (0)                                                                    \
-  case 0:                                                                       \
-  default:                                                                      \
-    if (cond) {                                                                 \
-    } else                                                                      \
+  while (!(cond))                                                               \
     ::furnace::detail::ErrorThrower{__FILE__, __LINE__, #cond, -1} =            \
         ::furnace::detail::ErrorMessage()
 
 // Same, naming the device the failed statement concerns.
 #define FURNACE_CHECK_DEVICE(cond, device)                                      \
-  switch (0)                                                                    \
-  case 0:                                                                       \
-  default:                                                                      \
-    if (cond) {                                                                 \
-    } else                                                                      \
+  while (!(cond))                                                               \
     ::furnace::detail::ErrorThrower{__FILE__, __LINE__, #cond, (device)} =      \
         ::furnace::detail::ErrorMessage()
 

@@ -112,8 +112,8 @@ using Observables = std::map<std::string, Value>;
 // trains (the visualizer starts it as it is). Which keys each action reads: actions(); how each
 // key is read: runtime/src/lessons/step_setup.cpp.
 struct DevicesSetup {
-  Scenario scenario;                                   // topology, env
-  std::optional<std::string> set_visible_before_init{};  // os.environ[...] before the first device use
+  Scenario scenario;                                     // topology, env
+  std::optional<std::string> set_visible_before_init{};  // os.environ[...] before first device use
   std::optional<std::string> set_visible_after_init{};   // ... after it (no effect)
   std::optional<int> set_device{};                       // torch.cuda.set_device(N)
 };
@@ -126,7 +126,7 @@ struct TrainSetup {
   Scenario scenario;  // the training run
 };
 struct MemorySetup {
-  Scenario scenario;               // topology, device
+  Scenario scenario;                 // topology, device
   std::vector<std::string> alloc{};  // sizes to allocate, in order ("5MiB")
   std::vector<int> free{};           // indices into alloc to free afterwards
   bool empty_cache = false;
@@ -135,13 +135,13 @@ struct LossTrapSetup {
   Scenario scenario;  // topology, env, batch, device_ids, seed
 };
 struct ScalerSetup {
-  Scenario scenario;                 // steps, GradScaler's options
+  Scenario scenario;                   // steps, GradScaler's options
   std::vector<int64_t> overflow_at{};  // 1-based steps whose gradients overflow
 };
 struct MachineSetup {
-  Scenario scenario;  // topology
+  Scenario scenario;    // topology
   std::string story{};  // furnace/stories.h
-  int part = 1;       // 1-based
+  int part = 1;         // 1-based
 };
 struct LoaderSetup {
   Scenario scenario;  // batch, workers, prefetch_factor, pin_memory, seed

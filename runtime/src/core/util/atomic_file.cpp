@@ -81,9 +81,8 @@ FileLock::FileLock(const std::string& path, const std::string& what) {
     const bool known = ::fcntl(fd_, F_GETLK, &who) == 0 && who.l_type != F_UNLCK;
     ::close(fd_);
     fd_ = -1;
-    if (err != EACCES && err != EAGAIN) {
+    if (err != EACCES && err != EAGAIN)
       FURNACE_FAIL() << what << ": cannot lock " << printable(lock_path_) << ": " << std::strerror(err);
-    }
     FURNACE_FAIL() << what << ": " << printable(path) << " is in use by another furnace run ("
                    << (known ? "process " + std::to_string(who.l_pid) : std::string("another process"))
                    << "; it holds " << printable(lock_path_) << ")";
