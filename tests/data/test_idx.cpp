@@ -121,11 +121,18 @@ TEST_F(IdxTest, LoadsBothCommittedSplits) {
     EXPECT_EQ(ds.n, n) << prefix;
     EXPECT_EQ(ds.rows, 28);
     EXPECT_EQ(ds.cols, 28);
-    ASSERT_EQ(ds.images.size(), size_t(n) * 28 * 28);
+    ASSERT_EQ(ds.pixels.size(), size_t(n) * 28 * 28);
     ASSERT_EQ(ds.labels.size(), size_t(n));
     const IdxArray raw = read_idx(kSliceDir + "/" + prefix + "-images-idx3-ubyte.gz", 3);
-    for (size_t i = 0; i < ds.images.size(); ++i)
-      ASSERT_EQ(ds.images[i], raw.data[i] / 255.0f) << prefix << " pixel " << i;
+    for (size_t i = 0; i < ds.pixels.size(); ++i)
+      ASSERT_EQ(ds.value(i), raw.data[i] / 255.0f) << prefix << " pixel " << i;
+    // A fetched image is its pixels' floats, in order.
+    std::vector<float> image(28 * 28);
+    for (int64_t index : {int64_t{0}, n / 2, n - 1}) {
+      ds.image(index, image.data());
+      for (size_t f = 0; f < image.size(); ++f)
+        ASSERT_EQ(image[f], raw.data[static_cast<size_t>(index) * 784 + f] / 255.0f) << prefix << " image " << index;
+    }
     std::vector<int> per_class(10, 0);
     for (int32_t l : ds.labels) {
       ASSERT_GE(l, 0);
@@ -161,7 +168,10 @@ TEST_F(IdxTest, LoadsARawSplitWhenThereIsNoGzip) {
   EXPECT_EQ(ds.n, 2);
   EXPECT_EQ(ds.rows, 1);
   EXPECT_EQ(ds.cols, 3);
-  EXPECT_EQ(std::vector<float>(ds.images.begin(), ds.images.end()), (std::vector<float>{0.0f, 0.2f, 1.0f, 1 / 255.0f, 2 / 255.0f, 3 / 255.0f}));
+  std::vector<float> values(6);
+  ds.image(0, values.data());
+  ds.image(1, values.data() + 3);
+  EXPECT_EQ(values, (std::vector<float>{0.0f, 0.2f, 1.0f, 1 / 255.0f, 2 / 255.0f, 3 / 255.0f}));
   EXPECT_EQ(ds.labels, (std::vector<int32_t>{7, 0}));
 }
 
@@ -277,8 +287,8 @@ TEST_F(IdxTest, LoadsTheFullTestSplitWhenInstalled) {
   const ImageDataset full = load_mnist_split(dir, "t10k");
   EXPECT_EQ(full.n, 10000);
   const ImageDataset slice = load_mnist_split(kSliceDir, "t10k");  // the slice is its first 500
-  ASSERT_LE(slice.images.size(), full.images.size());
-  EXPECT_TRUE(std::equal(slice.images.begin(), slice.images.end(), full.images.begin()));
+  ASSERT_LE(slice.pixels.size(), full.pixels.size());
+  EXPECT_TRUE(std::equal(slice.pixels.begin(), slice.pixels.end(), full.pixels.begin()));
   EXPECT_TRUE(std::equal(slice.labels.begin(), slice.labels.end(), full.labels.begin()));
 }
 

@@ -60,9 +60,9 @@ void check_array(const IdxArray& a, int rank) {
 void check_split(const ImageDataset& d) {
   require(d.n > 0 && d.rows > 0 && d.cols > 0, "a usable split");
   require(d.labels.size() == static_cast<size_t>(d.n), "one label per image");
-  require(d.images.size() == static_cast<size_t>(d.n) * d.rows * d.cols, "n * rows * cols pixels");
+  require(d.pixels.size() == static_cast<size_t>(d.n) * d.rows * d.cols, "n * rows * cols pixels");
   for (int32_t l : d.labels) require(l >= 0 && l <= 9, "labels in 0..9");
-  for (float p : d.images) require(p >= 0 && p <= 1, "pixels in [0, 1]");
+  for (size_t i = 0; i < d.pixels.size(); ++i) require(d.value(i) >= 0 && d.value(i) <= 1, "pixels in [0, 1]");
 }
 
 }  // namespace

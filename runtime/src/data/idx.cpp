@@ -16,6 +16,7 @@
 #include <iomanip>      // defines: std::setw, std::setfill
 #include <memory>       // defines: std::unique_ptr
 #include <sstream>      // defines: std::ostringstream
+#include <utility>      // defines: std::move
 
 #include "furnace/error.h"  // defines: FURNACE_CHECK, FURNACE_ASSERT
 #include "furnace/file_kind.h"  // defines: is_special_file
@@ -164,7 +165,7 @@ ImageDataset load_mnist_split(const std::string& dir, const std::string& prefix)
   FURNACE_CHECK(!images_path.empty()) << dir << ": missing " << images_stem << "[.gz]";
   FURNACE_CHECK(!labels_path.empty()) << dir << ": missing " << labels_stem << "[.gz]";
 
-  const IdxArray images = read_idx(images_path, 3);
+  IdxArray images = read_idx(images_path, 3);
   const IdxArray labels = read_idx(labels_path, 1);
   FURNACE_CHECK(images.dims[0] == labels.dims[0])
       << dir << ": " << prefix << " has " << images.dims[0] << " images ("
@@ -186,9 +187,15 @@ ImageDataset load_mnist_split(const std::string& dir, const std::string& prefix)
                               << " is outside 0..9";
     ds.labels[i] = label;
   }
-  ds.images.resize(images.data.size());
-  for (size_t i = 0; i < images.data.size(); ++i) ds.images[i] = images.data[i] / 255.0f;
+  ds.pixels = std::move(images.data);
+  for (size_t b = 0; b < ds.value_of.size(); ++b) ds.value_of[b] = static_cast<float>(b) / 255.0f;
   return ds;
+}
+
+void ImageDataset::image(int64_t index, float* out) const {
+  const int64_t f = features();
+  const uint8_t* p = pixels.data() + index * f;
+  for (int64_t i = 0; i < f; ++i) out[i] = value_of[p[i]];
 }
 
 std::string default_fashion_mnist_dir() { return "/usr/share/datasets/fashion-mnist"; }

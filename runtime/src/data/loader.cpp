@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <cstring>
 #include <deque>
 #include <exception>
 #include <optional>
@@ -23,8 +22,7 @@
 namespace furnace {
 
 void ImageDatasetView::fetch(int64_t index, float* image, int32_t* label) const {
-  const int64_t f = features();
-  std::memcpy(image, ds_.images.data() + index * f, sizeof(float) * static_cast<size_t>(f));
+  ds_.image(index, image);
   *label = ds_.labels[static_cast<size_t>(index)];
 }
 

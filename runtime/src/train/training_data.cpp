@@ -2,6 +2,7 @@
 #include "train/training_data.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 
@@ -21,21 +22,24 @@ ImageDataset load_split(const Scenario& sc, const std::string& dir, const char* 
 }
 
 // transforms.Normalize with the training set's own mean and standard deviation (for
-// Fashion-MNIST 0.2860 and 0.3530), applied to both splits.
+// Fashion-MNIST 0.2860 and 0.3530), applied to both splits: to the float each pixel byte stands
+// for, which is the same as to every pixel.
 void normalize_splits(ImageDataset& train_set, ImageDataset& test_set) {
   double sum = 0, sq = 0;
-  for (float v : train_set.images) {
+  for (uint8_t p : train_set.pixels) {  // pixel by pixel, in order: the sums' roundings as ever
+    const float v = train_set.value_of[p];
     sum += v;
     sq += static_cast<double>(v) * v;
   }
-  const double n = static_cast<double>(train_set.images.size());
+  const double n = static_cast<double>(train_set.pixels.size());
   const double mean = sum / n;
   const double stdev = std::sqrt(std::max(sq / n - mean * mean, 1e-12));
   for (ImageDataset* ds : {&train_set, &test_set})
-    for (float& v : ds->images) v = static_cast<float>((v - mean) / stdev);
+    for (float& v : ds->value_of) v = static_cast<float>((v - mean) / stdev);
 }
 
-// CRC32 of the training images and labels (the data's fingerprint in a checkpoint).
+// CRC32 of the training images (their floats, pixel / 255, a block at a time) and labels: the
+// data's fingerprint in a checkpoint.
 uint32_t dataset_checksum(const ImageDataset& ds) {
   uLong crc = ::crc32(0L, Z_NULL, 0);
   auto add = [&crc](const void* data, size_t bytes) {
@@ -46,7 +50,13 @@ uint32_t dataset_checksum(const ImageDataset& ds) {
       done += n;
     }
   };
-  add(ds.images.data(), ds.images.size() * sizeof(float));
+  std::array<float, 4096> block;
+  for (size_t done = 0; done < ds.pixels.size();) {
+    const size_t n = std::min(ds.pixels.size() - done, block.size());
+    for (size_t i = 0; i < n; ++i) block[i] = ds.value(done + i);
+    add(block.data(), n * sizeof(float));
+    done += n;
+  }
   add(ds.labels.data(), ds.labels.size() * sizeof(int32_t));
   return static_cast<uint32_t>(crc);
 }

@@ -2,6 +2,7 @@
 // Not here: batching, shuffling and worker threads (the DataLoader), or anything on a device.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,12 +26,24 @@ struct IdxArray {
 //   "<path>: cannot open: No such file or directory"
 IdxArray read_idx(const std::string& path, int expected_rank);
 
-// One split of an MNIST-style dataset, ready for training.
+// One split of an MNIST-style dataset, ready for training. The pixels stay the file's bytes and
+// become floats as a sample is fetched, as torchvision's MNIST keeps its uint8 tensor and
+// converts each item: a float per pixel held four times the memory (188 MB for Fashion-MNIST's
+// training split), and mapping it in was most of `furnace train`'s start. Each byte stands for
+// one float (`value_of`: byte / 255, then normalised in place when the run normalises), so a
+// fetched sample has the bits that converting the whole split up front gave.
 struct ImageDataset {
-  std::vector<float, BulkAllocator<float>> images;  // (n, rows * cols), pixel / 255 in [0, 1]
-  std::vector<int32_t> labels;  // (n), each in 0..9
+  std::vector<uint8_t, BulkAllocator<uint8_t>> pixels;  // (n, rows * cols), as in the file
+  std::array<float, 256> value_of{};  // the float each pixel byte stands for
+  std::vector<int32_t> labels;        // (n), each in 0..9
   int64_t n = 0;
   int rows = 0, cols = 0;
+
+  int64_t features() const { return int64_t{rows} * cols; }
+  // Pixel i of the whole split (image i / features(), feature i % features()) as a float.
+  float value(size_t i) const { return value_of[pixels[i]]; }
+  // Writes image `index`'s features() floats to `out`.
+  void image(int64_t index, float* out) const;
 };
 
 // Loads <dir>/<prefix>-images-idx3-ubyte[.gz] and <dir>/<prefix>-labels-idx1-ubyte[.gz] (prefix
