@@ -11,8 +11,8 @@ median of the pairs is reported, since these machines are shared and noisy:
                                                  has no fp16)
   dp-k      furnace train --parallel dp over k simulated GPUs of dgx-h100 / the same on one GPU
   ddp-k     furnace train --parallel ddp --nproc k on workstation-4x3090 (k ranks, each a thread
-            with batch 256 / k) / the same on one GPU (issue 17: the simulator's own wall-clock
-            cost of DDP)
+            with batch / k) / the same on one GPU at the same (global) batch (issue 17: the
+            simulator's own wall-clock cost of DDP)
   gloo-k    furnace launch --nproc-per-node k -- furnace train --parallel ddp (k processes, Gloo
             between them) / ddp-k (the same ranks as threads of one process) (issue 18)
 Besides samples/s (each side's own loop timing), each side's CPU seconds in its training loop
@@ -24,10 +24,13 @@ affinity): the ratios are then of the work each side does per sample, and hold s
 DDP over 4 ranks, pairs within 0.69x-0.72x on one core, 0.74x-1.12x on two, where the ratio
 follows the host's scheduling of this VM's two vCPUs). The last row is OpenBLAS's sgemm rate at
 the step's shapes (bench/step_sgemm_rate.cpp) and how much of it the fp32 training step reaches.
-Ends with one JSON line. Needs /usr/bin/python3 with torch (Debian's python3-torch).
+--batch sets the batch of every side (for DDP and DataParallel the global batch, as `furnace
+train --batch`): DDP's and DataParallel's own costs are per step and per rank (each rank's
+optimizer step over all parameters, its GEMMs packing the weights, the all-reduce), so their
+ratios grow with the batch. Ends with one JSON line. Needs /usr/bin/python3 with torch (Debian's python3-torch).
 
 Usage: /usr/bin/python3 bench/train_command_bench.py [--build build/cpu-release] [--pairs 3]
-       [--epochs 1] [--steps N] [--torch-threads best|omp|blas] [--rows fp32,bf16,fp16,dp2,dp4,dp8,ddp2,ddp4,gloo2,gloo4]
+       [--epochs 1] [--steps N] [--batch 256] [--torch-threads best|omp|blas] [--rows fp32,bf16,fp16,dp2,dp4,dp8,ddp2,ddp4,gloo2,gloo4]
        [--no-sgemm] [--one-core]
 """
 import argparse
@@ -39,7 +42,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN_SET = 60000  # Fashion-MNIST's training images
-BATCH = 256
+BATCH = 256  # the default --batch
 
 
 ONE_CORE = None  # with --one-core: the logical CPU every command is pinned to
@@ -83,7 +86,7 @@ def cpu_features():
 
 def samples(args):
     """The images each side trains on: the epochs, or the first --steps batches of the first."""
-    return min(TRAIN_SET * args.epochs, args.steps * BATCH) if args.steps else TRAIN_SET * args.epochs
+    return min(TRAIN_SET * args.epochs, args.steps * args.batch) if args.steps else TRAIN_SET * args.epochs
 
 
 def furnace(args, extra, steps=None, launch=None):
@@ -95,7 +98,8 @@ def furnace(args, extra, steps=None, launch=None):
     prefix = [args.furnace, "launch", "--nproc-per-node", str(launch), "--master-port", "0", "--no-prefix",
               "--"] if launch else []
     cmd = prefix + [args.furnace, "train", "--epochs", str(args.epochs), "--lr", "0.05", "--lr-schedule",
-           "constant", "--no-eval", "--quiet", "--json"] + (["--steps", str(steps)] if steps else []) + extra
+           "constant", "--no-eval", "--quiet", "--json", "--batch", str(args.batch)] + \
+        (["--steps", str(steps)] if steps else []) + extra
     out, cpu = run(cmd)
     r = json.loads(out.strip().splitlines()[-1])
     if steps == 1:
@@ -103,7 +107,7 @@ def furnace(args, extra, steps=None, launch=None):
     key = f"launch {launch} " * bool(launch) + " ".join(extra)
     if key not in STARTUP_CPU:
         STARTUP_CPU[key] = furnace(args, extra, steps=1, launch=launch)[1]
-    loop_steps = steps or -(-TRAIN_SET * args.epochs // BATCH)
+    loop_steps = steps or -(-TRAIN_SET * args.epochs // args.batch)
     return r["samples_per_s"], max(cpu - STARTUP_CPU[key], 1e-3) * loop_steps / (loop_steps - 1)
 
 
@@ -121,7 +125,7 @@ def pytorch(args, amp):
     best = None
     for omp, blas in settings:
         cmd = ["/usr/bin/python3", os.path.join(HERE, "pytorch_mlp.py"), "--threads", str(omp),
-               "--epoch-samples", str(samples(args)), "--amp", amp]
+               "--epoch-samples", str(samples(args)), "--batch", str(args.batch), "--amp", amp]
         out, cpu = run(cmd, {"OPENBLAS_NUM_THREADS": str(blas)})
         fields = out.split()
         got = (float(fields[fields.index("samples_per_s") + 1]), float(fields[fields.index("cpu_s") + 1]))
@@ -155,6 +159,7 @@ def main():
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--steps", type=int, default=0, help="only the first N batches (default: whole epochs)")
+    ap.add_argument("--batch", type=int, default=BATCH, help="every side's (global) batch")
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="PyTorch's threads")
     ap.add_argument("--torch-threads", default="best", choices=["best", "omp", "blas"],
                     help="PyTorch's thread setting: the better of both (two runs a side), or one of them")
@@ -172,7 +177,7 @@ def main():
 
     table, summary = [], {"load_before": round(load_before, 2), "pairs": args.pairs, "epochs": args.epochs,
                           "steps": args.steps, "torch_threads": args.torch_threads,
-                          "one_core": args.one_core}
+                          "one_core": args.one_core, "batch": args.batch}
     one_gpu = ["--topology", "dgx-h100"]
     for row in rows:
         if row in ("fp32", "bf16", "fp16"):
@@ -213,16 +218,16 @@ def main():
                         "other_cpu_s": round(b_cpu, 2), "cpu_ratio_median": round(cpu_ratio, 3)}
 
     sgemm = None if args.no_sgemm else json.loads(
-        run([os.path.join(args.build, "bench", "furnace_bench_sgemm"), "--batch", str(BATCH)])[0])
+        run([os.path.join(args.build, "bench", "furnace_bench_sgemm"), "--batch", str(args.batch)])[0])
     summary["sgemm"] = sgemm
     if "fp32" in summary and sgemm:  # the step's GEMM time at the sgemm rate over the whole step's time
-        step_s = BATCH / summary["fp32"]["samples_per_s"]
+        step_s = args.batch / summary["fp32"]["samples_per_s"]
         summary["fp32_step_at_sgemm_rate"] = round(sgemm["gemm_s_per_step"] / step_s, 3)
     summary["load_after"] = round(load(), 2)
     summary["cpu"] = cpu_features()
 
     print(f"furnace train vs PyTorch {'.'.join(map(str, __import__('torch').__version__.split('.')[:2]))}"
-          f" CPU, reference MLP 784-512-512-10, batch {BATCH}, {samples(args)} samples ({args.epochs} epoch(s){f', first {args.steps} steps' if args.steps else ''}), "
+          f" CPU, reference MLP 784-512-512-10, batch {args.batch}, {samples(args)} samples ({args.epochs} epoch(s){f', first {args.steps} steps' if args.steps else ''}), "
           f"median of {args.pairs} alternated pairs"
           f"{f', every command pinned to CPU {ONE_CORE} with one thread' if args.one_core else ''}; "
           f"load average {load_before:.2f} before, {summary['load_after']:.2f} after")
