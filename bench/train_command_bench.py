@@ -21,17 +21,18 @@ one step) are printed, which the load of other processes disturbs less, and the 
 before and after. With --one-core every command runs pinned to one logical CPU with one thread
 (OpenBLAS, OpenMP and PyTorch's intra-op threads; furnace's own pools size themselves by the
 affinity): the ratios are then of the work each side does per sample, and hold still (measured:
-DDP over 4 ranks, pairs within 0.69x-0.72x on one core, 0.74x-1.12x on two, where the ratio
+DDP over 4 ranks, pairs within 0.70x-0.74x on one core, 0.67x-1.16x on two, where the ratio
 follows the host's scheduling of this VM's two vCPUs). The last row is OpenBLAS's sgemm rate at
 the step's shapes (bench/step_sgemm_rate.cpp) and how much of it the fp32 training step reaches.
 --batch sets the batch of every side (for DDP and DataParallel the global batch, as `furnace
-train --batch`): DDP's and DataParallel's own costs are per step and per rank (each rank's
-optimizer step over all parameters, its GEMMs packing the weights, the all-reduce), so their
-ratios grow with the batch. Ends with one JSON line. Needs /usr/bin/python3 with torch (Debian's python3-torch).
+train --batch`): most of DDP's and DataParallel's own costs are per step and per rank (each
+rank's optimizer step over all parameters, its GEMMs packing the weights, the all-reduce), so
+their ratios grow with the batch. Ends with one JSON line. Needs /usr/bin/python3 with torch
+(Debian's python3-torch).
 
 Usage: /usr/bin/python3 bench/train_command_bench.py [--build build/cpu-release] [--pairs 3]
-       [--epochs 1] [--steps N] [--batch 256] [--torch-threads best|omp|blas] [--rows fp32,bf16,fp16,dp2,dp4,dp8,ddp2,ddp4,gloo2,gloo4]
-       [--no-sgemm] [--one-core]
+       [--epochs 1] [--steps N] [--batch 256] [--torch-threads best|omp|blas]
+       [--rows fp32,bf16,fp16,dp2,dp4,dp8,ddp2,ddp4,gloo2,gloo4] [--no-sgemm] [--one-core]
 """
 import argparse
 import json
@@ -39,6 +40,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRAIN_SET = 60000  # Fashion-MNIST's training images
@@ -55,13 +57,15 @@ def run(cmd, env=None):
     if ONE_CORE is not None:
         env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
         pin = lambda: os.sched_setaffinity(0, {ONE_CORE})  # noqa: E731
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
-                         preexec_fn=pin)
-    out = p.stdout.read()
-    _, status, usage = os.wait4(p.pid, 0)
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode != 0:
-        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}")
+    with tempfile.TemporaryFile(mode="w+") as err:  # a file: no pipe to fill while stdout is read
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env, preexec_fn=pin)
+        out = p.stdout.read()
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if p.returncode != 0:
+            err.seek(0)
+            why = err.read().strip().splitlines()
+            sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}" + (f"\n  {why[-1]}" if why else ""))
     return out, usage.ru_utime + usage.ru_stime
 
 

@@ -144,6 +144,13 @@ TEST_F(IdxTest, LoadsBothCommittedSplits) {
   EXPECT_EQ(load_mnist_split(kSliceDir, "train").labels[0], 9);  // the first image is an ankle boot
 }
 
+TEST_F(IdxTest, EveryPixelByteStandsForItsValueOver255) {
+  // The table is built at compile time: each entry must be the division the CPU does at run time.
+  volatile float divisor = 255.0f;
+  const ImageDataset ds;
+  for (int b = 0; b < 256; ++b) EXPECT_EQ(ds.value_of[static_cast<size_t>(b)], static_cast<float>(b) / divisor) << b;
+}
+
 TEST_F(IdxTest, DefaultDirIsDebians) {
   EXPECT_EQ(default_fashion_mnist_dir(), "/usr/share/datasets/fashion-mnist");
 }

@@ -62,7 +62,8 @@ void check_split(const ImageDataset& d) {
   require(d.labels.size() == static_cast<size_t>(d.n), "one label per image");
   require(d.pixels.size() == static_cast<size_t>(d.n) * d.rows * d.cols, "n * rows * cols pixels");
   for (int32_t l : d.labels) require(l >= 0 && l <= 9, "labels in 0..9");
-  for (size_t i = 0; i < d.pixels.size(); ++i) require(d.value(i) >= 0 && d.value(i) <= 1, "pixels in [0, 1]");
+  for (size_t b = 0; b < d.value_of.size(); ++b)
+    require(d.value_of[b] == static_cast<float>(b) / 255.0f, "each pixel byte stands for byte / 255");
 }
 
 }  // namespace

@@ -187,8 +187,7 @@ ImageDataset load_mnist_split(const std::string& dir, const std::string& prefix)
                               << " is outside 0..9";
     ds.labels[i] = label;
   }
-  ds.pixels = std::move(images.data);
-  for (size_t b = 0; b < ds.value_of.size(); ++b) ds.value_of[b] = static_cast<float>(b) / 255.0f;
+  ds.pixels = std::move(images.data);  // value_of starts as pixel / 255
   return ds;
 }
 

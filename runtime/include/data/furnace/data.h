@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -32,9 +33,16 @@ IdxArray read_idx(const std::string& path, int expected_rank);
 // training split), and mapping it in was most of `furnace train`'s start. Each byte stands for
 // one float (`value_of`: byte / 255, then normalised in place when the run normalises), so a
 // fetched sample has the bits that converting the whole split up front gave.
+// byte / 255 in float for every byte, as ToTensor divides (correctly rounded, as at run time).
+constexpr std::array<float, 256> pixel_over_255() {
+  std::array<float, 256> out{};
+  for (size_t b = 0; b < out.size(); ++b) out[b] = static_cast<float>(b) / 255.0f;
+  return out;
+}
+
 struct ImageDataset {
   std::vector<uint8_t, BulkAllocator<uint8_t>> pixels;  // (n, rows * cols), as in the file
-  std::array<float, 256> value_of{};  // the float each pixel byte stands for
+  std::array<float, 256> value_of = pixel_over_255();   // the float each pixel byte stands for
   std::vector<int32_t> labels;        // (n), each in 0..9
   int64_t n = 0;
   int rows = 0, cols = 0;

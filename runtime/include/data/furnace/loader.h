@@ -31,7 +31,7 @@ class ImageDatasetView : public Dataset {
  public:
   explicit ImageDatasetView(const ImageDataset& ds) : ds_(ds) {}
   int64_t size() const override { return ds_.n; }
-  int64_t features() const override { return static_cast<int64_t>(ds_.rows) * ds_.cols; }
+  int64_t features() const override { return ds_.features(); }
   void fetch(int64_t index, float* image, int32_t* label) const override;
 
  private:
