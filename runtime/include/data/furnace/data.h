@@ -27,12 +27,6 @@ struct IdxArray {
 //   "<path>: cannot open: No such file or directory"
 IdxArray read_idx(const std::string& path, int expected_rank);
 
-// One split of an MNIST-style dataset, ready for training. The pixels stay the file's bytes and
-// become floats as a sample is fetched, as torchvision's MNIST keeps its uint8 tensor and
-// converts each item: a float per pixel held four times the memory (188 MB for Fashion-MNIST's
-// training split), and mapping it in was most of `furnace train`'s start. Each byte stands for
-// one float (`value_of`: byte / 255, then normalised in place when the run normalises), so a
-// fetched sample has the bits that converting the whole split up front gave.
 // byte / 255 in float for every byte, as ToTensor divides (correctly rounded, as at run time).
 constexpr std::array<float, 256> pixel_over_255() {
   std::array<float, 256> out{};
@@ -40,10 +34,16 @@ constexpr std::array<float, 256> pixel_over_255() {
   return out;
 }
 
+// One split of an MNIST-style dataset, ready for training. The pixels stay the file's bytes and
+// become floats as a sample is fetched, as torchvision's MNIST keeps its uint8 tensor and
+// converts each item: a float per pixel held four times the memory (188 MB for Fashion-MNIST's
+// training split), and mapping it in was most of `furnace train`'s start. Each byte stands for
+// one float (`value_of`: byte / 255, then normalised in place when the run normalises), so a
+// fetched sample has the bits that converting the whole split up front gave.
 struct ImageDataset {
   std::vector<uint8_t, BulkAllocator<uint8_t>> pixels;  // (n, rows * cols), as in the file
   std::array<float, 256> value_of = pixel_over_255();   // the float each pixel byte stands for
-  std::vector<int32_t> labels;        // (n), each in 0..9
+  std::vector<int32_t> labels;                          // (n), each in 0..9
   int64_t n = 0;
   int rows = 0, cols = 0;
 
