@@ -147,7 +147,7 @@ void run_memory(const MemoryOptions& o) {
     const Topology topo = load_topology(o.topology);
     backend = make_sim_backend(topo, nullptr);
     FURNACE_CHECK(o.device >= 0 && o.device < backend->device_count())
-        << "invalid device ordinal " << o.device << ": topology '" << topo.name << "' has "
+        << "CUDA error: invalid device ordinal " << o.device << ": topology '" << topo.name << "' has "
         << backend->device_count() << " GPU(s)";
     const GpuSpec& g = backend->device_spec(o.device);
     capacity = g.memory_bytes;

@@ -1,6 +1,7 @@
 // `furnace train`: runs a Scenario with a live progress bar, then prints test accuracy and each
 // device's memory; --json ends stdout with one JSON object; --trace writes a Chrome trace.
 #include <algorithm>
+#include <cmath>  // defines: std::isfinite
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -59,6 +60,19 @@ struct TrainOptions {
     return scenario.data_dir;
   }
 };
+
+// Each device's process in the trace is named as the README shows it, "cuda:0 NVIDIA ...": the
+// GPU the run reported for that ordinal (every device it used has a memory report).
+void name_trace_devices(ChromeTraceWriter& writer, const TrainResult& r) {
+  std::vector<std::string> names;
+  for (const DeviceMemoryReport& m : r.memory) {
+    if (m.device < 0) continue;
+    const size_t d = static_cast<size_t>(m.device);
+    if (names.size() <= d) names.resize(d + 1);
+    names[d] = m.name;
+  }
+  writer.set_device_names(std::move(names));
+}
 
 // What a resumed run takes from its checkpoint and then looks up on this machine (the topology,
 // the data folder): a failure there names the checkpoint, and the flag that overrides it.
@@ -204,8 +218,18 @@ void print_summary(const TrainResult& r, const Scenario& sc, std::optional<doubl
               r.topology.c_str(), r.backend.c_str(),
               r.resumed_from_step >= 0 ? (", resumed from step " + std::to_string(r.resumed_from_step)).c_str() : "");
   std::printf("  final loss      %.4f\n", r.final_loss);
+  if (!std::isfinite(r.final_loss))
+    std::printf("  diverged        the loss is no longer a number: the updates grew without bound (a "
+                "learning rate too large for this run%s)\n",
+                sc.accum > 1 && !sc.accum_divide ? "; the loss not divided by --accum multiplies it by "
+                                                   "the number of micro-batches" : "");
   if (r.test_accuracy >= 0) std::printf("  test accuracy   %.4f\n", r.test_accuracy);
-  if (!r.clock_modelled) {  // real GPUs: wall clock is the measurement; there is no model
+  const bool nothing_trained = r.resumed_from_step >= 0 && r.steps == r.resumed_from_step;
+  if (nothing_trained) {
+    // A finished run resumed: no step ran, so there is no speed to report.
+    std::printf("  nothing to train: the checkpoint is at the run's last step (more --epochs go on "
+                "under --lr-schedule constant)\n");
+  } else if (!r.clock_modelled) {  // real GPUs: wall clock is the measurement; there is no model
     std::printf("  throughput      %.0f samples/s (wall clock, on the GPU)\n", r.samples_per_s);
   } else {
     std::printf("  throughput      %.0f samples/s (wall clock, this CPU)\n", r.samples_per_s);
@@ -235,7 +259,7 @@ void print_summary(const TrainResult& r, const Scenario& sc, std::optional<doubl
   // Off by default, so that the simulated GPU's figure is its kernels and copies only: the loading
   // costs are one CPU's and one Python's (docs/host-loading.md), an order of magnitude, and would
   // move every modelled figure by a guess about the learner's machine. Lesson 09 turns it on.
-  if (r.clock_modelled && sc.loading == "off")
+  if (r.clock_modelled && sc.loading == "off" && !nothing_trained)
     std::printf("  data loading    not on the modelled clock (--loading off): the GPU never waits for "
                 "the host here; --loading tensors|torchvision adds it (lesson 09)\n");
   if (r.batch_loading_s > 0 && r.steps > 0)
@@ -503,6 +527,7 @@ void run(const TrainOptions& o) {
     if (progress) progress(p);
   }, ck);
   bar.finish();
+  if (writer) name_trace_devices(*writer, r);
   if (r.stop_signal != 0) {
     if (writer) writer->write(o.trace_path);
     std::fflush(stdout);

@@ -49,7 +49,7 @@ TEST_F(Cli, TraceHasAProcessPerDeviceAndNestedTracks) {
   for (const auto& e : doc["traceEvents"]) {
     const std::string ph = e["ph"];
     if (ph == "M" && e["name"] == "process_name" && e["pid"] == 0)
-      named_device = e["args"]["name"].get<std::string>().rfind("cuda:0", 0) == 0;
+      named_device = e["args"]["name"] == "cuda:0 NVIDIA GeForce RTX 4060 Laptop GPU";  // laptop-4060
     if (ph == "C") ++counters;
     if (ph != "X") continue;
     const std::string cat = e["cat"];
@@ -86,6 +86,18 @@ TEST_F(Cli, MemoryInstrumentJson) {
   EXPECT_EQ(s[2]["reserved"], (2 << 20) + (20 << 20) + (30 << 20));
   EXPECT_EQ(s[3]["op"], "free");
   EXPECT_EQ(s[3]["allocated"], (5 << 20) + (30 << 20));
+}
+
+// A run whose loss became NaN says it diverged, and why when the loss was not divided by --accum.
+TEST_F(Cli, ADivergedRunSaysSo) {
+  const std::string run = "train --data " + slice() + " --epochs 2 --batch 50 --lr 5 --lr-schedule constant --no-eval --quiet";
+  CliRun r = furnace(run + " --accum 4 --accum-no-divide");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("diverged        the loss is no longer a number"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("the loss not divided by --accum"), std::string::npos) << r.out;
+  CliRun fine = furnace("train --data " + slice() + " --epochs 1 --steps 3 --no-eval --quiet");
+  ASSERT_EQ(fine.status, 0) << fine.err;
+  EXPECT_EQ(fine.out.find("diverged"), std::string::npos) << fine.out;
 }
 
 TEST_F(Cli, BadInputGetsOneLineAndNonZeroExit) {

@@ -67,6 +67,15 @@ TEST_F(CliCheckpoint, StopAndResumeEqualsTheStraightRunBitForBit) {
   EXPECT_EQ(bytes_of(path("straight.ckpt")), bytes_of(path("run.ckpt")));
 }
 
+// A finished run resumed trains nothing, and says so instead of a speed of 0 samples/s.
+TEST_F(CliCheckpoint, ResumingAFinishedRunSaysThereIsNothingToTrain) {
+  const std::string ckpt = trained("done.ckpt");
+  const CliRun r = ok("train --resume " + ckpt);
+  EXPECT_NE(r.out.find("resumed from step 40"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("nothing to train: the checkpoint is at the run's last step"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("throughput"), std::string::npos) << r.out;
+}
+
 TEST_F(CliCheckpoint, DataParallelFp16WithWorkersResumesMidEpochBitForBit) {
   const std::string dp = small() + " --epochs 2 --topology workstation-4x3090 --parallel dp --amp fp16 "
                                    "--init-scale 16777216 --growth-interval 3 --workers 2";

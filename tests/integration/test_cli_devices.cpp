@@ -150,7 +150,7 @@ TEST_F(CliDevices, TrainWithNoVisibleGpuSaysNoCudaGpus) {
   expect_one_line_error("train --data " + slice + " --steps 1 --quiet", "No CUDA GPUs are available",
                         "CUDA_VISIBLE_DEVICES=1");  // beyond the laptop's one GPU
   expect_one_line_error("train --data " + slice + " --steps 1 --quiet --topology workstation-4x3090 --visible 2,3 --device 2",
-                        "invalid device ordinal 2: process 4001 sees 2 of the 4 GPUs of 'workstation-4x3090': cuda:0 = GPU 2, cuda:1 = GPU 3");
+                        "CUDA error: invalid device ordinal 2: process 4001 sees 2 of the 4 GPUs of 'workstation-4x3090': cuda:0 = GPU 2, cuda:1 = GPU 3");
   CliRun ok = furnace("train --data " + slice + " --steps 2 --epochs 1 --no-eval --quiet --json --topology workstation-4x3090",
                       "CUDA_VISIBLE_DEVICES=3");
   EXPECT_EQ(ok.status, 0) << ok.err;

@@ -152,6 +152,22 @@ INSTANTIATE_TEST_SUITE_P(Dgx8, VisibleDevicesTable, ::testing::Range<size_t>(0, 
 
 TEST(VisibleDevices, TableHasAtLeast25Values) { EXPECT_GE(kTable.size(), 25u); }
 
+// The case note is about the UUID's digits: "GPU-" itself is always written in upper case.
+TEST(VisibleDevices, CaseNoteOnlyWhereTheDigitsHaveUpperCase) {
+  static const Topology dgx = topology("dgx-h100");
+  auto case_noted = [](const std::string& value) {
+    const Visibility v = resolve_visibility(dgx.gpus, expand(value, dgx.gpus), DeviceOrder::pci_bus_id);
+    EXPECT_EQ(v.devices.size(), 1u) << value;
+    for (const std::string& n : v.notes)
+      if (n.find("upper-case digits") != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_FALSE(case_noted("{u2}"));
+  EXPECT_FALSE(case_noted("{u2:8}"));
+  EXPECT_TRUE(case_noted("{U2}"));
+  EXPECT_TRUE(case_noted("{U2:8}"));
+}
+
 // ---- CUDA_DEVICE_ORDER ------------------------------------------------------------------------
 
 // mixed-3090-3060 puts the slower RTX 3060 on the lower bus id (nvidia-smi's GPU 0), so the two

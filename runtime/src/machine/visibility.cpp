@@ -391,7 +391,8 @@ Visibility resolve_visibility(const std::vector<GpuSpec>& gpus,
         stop_at(VisibilityStop::duplicate, i);
         return finish({});
       }
-      if (id != ids[i])
+      // The digits only: id's "GPU-" was lower-cased with them.
+      if (std::string_view(id).substr(kGpuPrefix.size()) != ids[i].substr(kGpuPrefix.size()))
         remarks.add(entry_ref(i, ids[i]) + " has upper-case digits: the CUDA driver matches UUIDs "
                     "regardless of case (PyTorch's NVML-based count, PYTORCH_NVML_BASED_CUDA_CHECK=1, "
                     "would not; nvidia-smi prints them in lower case)");

@@ -44,7 +44,8 @@ std::string ChromeTraceWriter::to_json() const {
     if (seen_pid[slot]) return;
     seen_pid[slot] = true;
     std::string name = device < 0 ? "host" : "cuda:" + std::to_string(device);
-    if (device >= 0 && static_cast<size_t>(device) < device_names_.size())
+    if (device >= 0 && static_cast<size_t>(device) < device_names_.size() &&
+        !device_names_[static_cast<size_t>(device)].empty())
       name += " " + device_names_[static_cast<size_t>(device)];
     out.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid_of(device)}, {"tid", 0},
                    {"args", {{"name", name}}}});

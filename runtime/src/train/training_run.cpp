@@ -366,7 +366,7 @@ void TrainingRun::start(const RankSetup* rank) {
           << "Invalid device id (device_ids " << ids_list(*sc.device_ids) << "; "
           << rt.describe_devices() << ")";
   FURNACE_CHECK(sc.device < rt.device_count())
-      << "invalid device ordinal " << sc.device << ": " << rt.describe_devices() << "; inside the process "
+      << "CUDA error: invalid device ordinal " << sc.device << ": " << rt.describe_devices() << "; inside the process "
       << existing_ordinals(rt.device_count());
   rt.set_device(sc.device);
   ops::set_allow_tf32(rt, sc.allow_tf32);
@@ -638,7 +638,8 @@ DdpReport TrainingRun::State::ddp_report(int64_t steps) const {
   d.ranks.push_back(me);
   d.notes.push_back("each rank's DataLoader: batch_size=" + std::to_string(d.rank_batch) + " (global batch " +
                     std::to_string(sc.batch) + " / " + std::to_string(d.world) + " ranks), through a "
-                    "DistributedSampler: rank r takes every " + std::to_string(d.world) + "th sample from r" +
+                    "DistributedSampler: rank r takes samples r, r + " + std::to_string(d.world) + ", r + " +
+                    std::to_string(2 * d.world) + ", ... of the epoch's order" +
                     (sc.sampler_set_epoch ? "" : "; set_epoch() is never called: every epoch repeats epoch 0's order"));
   return d;
 }

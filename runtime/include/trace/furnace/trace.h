@@ -92,6 +92,7 @@ class ChromeTraceWriter {
   ChromeTraceWriter(const ChromeTraceWriter&) = delete;
   ChromeTraceWriter& operator=(const ChromeTraceWriter&) = delete;
 
+  // names[d] follows "cuda:d" in device d's process name; an empty or missing name leaves "cuda:d".
   void set_device_names(std::vector<std::string> names) { device_names_ = std::move(names); }
   size_t event_count() const { return events_.size(); }
   std::string to_json() const;
