@@ -30,7 +30,7 @@ struct LessonOptions {
   std::string lessons_dir;
   std::string lang = "en";
   std::string id;
-  int step = 0;  // 1-based; 0: every step
+  std::optional<int> step;  // 1-based; none: every step
   bool all = false;
   std::vector<std::string> langs;  // check: --lang given once or more
 };
@@ -138,13 +138,13 @@ std::optional<std::string> ask(const lesson::Prediction& p, Lang lang) {
   return line;
 }
 
-void run_lesson(const lesson::Lesson& l, Lang lang, int only_step) {
+void run_lesson(const lesson::Lesson& l, Lang lang, std::optional<int> only_step) {
   const Labels& L = labels(lang);
   const bool color = stdout_tty();
   const bool interactive = isatty(STDIN_FILENO) != 0;
   const int width = terminal_width();
-  FURNACE_CHECK(only_step == 0 || (only_step >= 1 && only_step <= static_cast<int>(l.steps.size())))
-      << "--step " << only_step << ": lesson " << l.id << " has steps 1.." << l.steps.size();
+  FURNACE_CHECK(!only_step || (*only_step >= 1 && *only_step <= static_cast<int>(l.steps.size())))
+      << "--step " << *only_step << ": lesson " << l.id << " has steps 1.." << l.steps.size();
   lesson::LessonRun run(l);
   int passed = 0, total = 0;
   lesson::Document head;
@@ -153,11 +153,11 @@ void run_lesson(const lesson::Lesson& l, Lang lang, int only_step) {
   title.level = 1;
   title.spans.push_back({l.title.in(lang), lesson::Span::plain, ""});
   head.blocks.push_back(title);
-  if (only_step == 0) head.blocks.insert(head.blocks.end(), l.intro(lang).blocks.begin(), l.intro(lang).blocks.end());
+  if (!only_step) head.blocks.insert(head.blocks.end(), l.intro(lang).blocks.begin(), l.intro(lang).blocks.end());
   std::printf("%s", lesson::render_terminal(head, width, color).c_str());
 
   for (size_t i = 0; i < l.steps.size(); ++i) {
-    if (only_step != 0 && static_cast<int>(i) + 1 != only_step) continue;
+    if (only_step && static_cast<int>(i) + 1 != *only_step) continue;
     const lesson::Step& step = l.steps[i];
     lesson::Document section;
     lesson::Block h;

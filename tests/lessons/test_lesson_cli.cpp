@@ -112,6 +112,7 @@ TEST_F(LessonCli, BadArgumentsGetOneLine) {
   expect_one_line_error("lesson run no-such-lesson", "no lesson 'no-such-lesson'");
   expect_one_line_error("lesson run 01-single-card --lang fr", "--lang must be en or zh");
   expect_one_line_error("lesson run 01-single-card --step 99", "--step 99");
+  expect_one_line_error("lesson run 01-single-card --step 0", "--step 0: lesson 01-single-card has steps 1..");
   expect_one_line_error("lesson check", "give a lesson id or --all");
   expect_one_line_error("lesson", "furnace lesson list");
   expect_one_line_error("lesson --lessons-dir /no/such/dir list", "does not exist");

@@ -233,6 +233,15 @@ TEST(LessonChecks, Expectations) {
   EXPECT_TRUE(lesson::evaluate_check(approx, o, {}).pass);
 }
 
+// A check line prints numbers as the lesson text writes them: no exponent for a rate in samples/s.
+TEST(LessonChecks, NumbersPrintInPlainDigits) {
+  EXPECT_EQ(lesson::format_value(Value::of_number(1003780.4)), "1003780");
+  EXPECT_EQ(lesson::format_value(Value::of_number(14472800.0)), "14472800");
+  EXPECT_EQ(lesson::format_value(Value::of_number(464729.3)), "464729");
+  EXPECT_EQ(lesson::format_value(Value::of_number(0.255)), "0.255");
+  EXPECT_EQ(lesson::format_value(Value::of_int(42)), "42");
+}
+
 TEST(LessonChecks, ReferencesToOtherObservablesAndEarlierSteps) {
   using Op = lesson::Expectation::Op;
   lesson::Check c;

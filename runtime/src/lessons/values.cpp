@@ -61,7 +61,10 @@ std::string format_value(const Value& v) {
       char buf[64];
       if (std::isnan(v.number)) return "nan";
       if (std::isinf(v.number)) return v.number > 0 ? "inf" : "-inf";
-      if (v.integer || (v.number == std::floor(v.number) && std::fabs(v.number) < 1e15)) {
+      // Whole numbers, and any of a million or more (a rate in samples/s), in plain digits: the
+      // lesson text beside them writes 1,004,000, not 1.00378e+06.
+      const bool plain = std::fabs(v.number) < 1e15 && (v.number == std::floor(v.number) || std::fabs(v.number) >= 1e6);
+      if (v.integer || plain) {
         std::snprintf(buf, sizeof buf, "%.0f", v.number);
       } else {
         std::snprintf(buf, sizeof buf, "%.6g", v.number);
