@@ -240,6 +240,37 @@ TEST(StepFlow, ParallelPhasesOnSeveralDevicesAreOneStage) {
   EXPECT_DOUBLE_EQ(stages[0].dur, 4e-6);
 }
 
+// DataParallel on two devices, as the trace has it: device 1's replicate waits for device 0's
+// optimizer of the step before, so the stages add up to more than the time between steps.
+TEST(StepFlow, TheStepTimeIsFromOneStepsEndToTheNextNotTheStagesAddedUp) {
+  auto dp_step = [](int64_t index, double t0) {
+    StepPhases s;
+    s.step = index;
+    s.spans = {PhaseSpan{"scatter", 1, t0, 10e-6}, PhaseSpan{"scatter", 0, t0 + 20e-6, 10e-6},
+               PhaseSpan{"replicate", 1, t0 + 10e-6, 40e-6}, PhaseSpan{"replicate", 0, t0 + 30e-6, 20e-6},
+               PhaseSpan{"forward", 0, t0 + 50e-6, 30e-6}, PhaseSpan{"forward", 1, t0 + 50e-6, 30e-6},
+               PhaseSpan{"optimizer", 0, t0 + 80e-6, 20e-6}};
+    return s;
+  };
+  const StepPhases first = dp_step(0, 0), second = dp_step(1, 90e-6);  // overlaps first's optimizer
+  EXPECT_NEAR(step_period(first, second), 90e-6, 1e-12);
+  double stages = 0;
+  for (const Stage& st : build_stages(second)) stages += st.dur;
+  EXPECT_NEAR(stages, 100e-6, 1e-12);  // 10 + 40 + 30 + 20: more than the 90 between ends
+  EXPECT_EQ(step_period(second, first), 0);  // not the step before
+  EXPECT_EQ(step_period(dp_step(3, 0), second), 0);
+}
+
+TEST(StepFlow, TheFirstStepIsShownOnlyWhenNoOtherComes) {
+  StepPhases first;
+  first.step = 0;
+  StepPhases later;
+  later.step = 5;
+  EXPECT_FALSE(worth_showing_first(first, /*run_going=*/true));
+  EXPECT_TRUE(worth_showing_first(first, /*run_going=*/false));
+  EXPECT_TRUE(worth_showing_first(later, /*run_going=*/true));
+}
+
 TEST(StepFlowPlayer, PlaysTransitionsWithPausesAndWrapsAtTheEnd) {
   StepFlowPlayer p;
   const float per_stage = StepFlowPlayer::kTransition + StepFlowPlayer::kHold;

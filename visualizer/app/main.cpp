@@ -32,6 +32,7 @@
 #include "furnace/topology.h"    // defines: load_topology
 #include "furnace/visibility.h"  // defines: check_visible_devices_flag, parse_device_order
 #include "panels.h"       // defines: Ui
+#include "step_flow.h"    // defines: stage_names
 #include "theme.h"        // defines: apply_theme, load_fonts
 #include "lesson_driver.h"  // defines: LessonDriver
 #include "trace_file.h"   // defines: load_chrome_trace
@@ -468,7 +469,8 @@ int main(int argc, char** argv) {
   cli.add_option("--frames", o.frames, "render this many frames, then exit (0: until closed)")->capture_default_str();
   cli.add_option("--panel", o.panel, "show one panel alone: devices, flow (the Step flow; also 'step_flow'), memory, training, timeline, controls, lesson");
   cli.add_option("--wait-steps", o.wait_steps, "start counting --frames once training reached this step");
-  cli.add_option("--stage", o.stage, "Step flow: pause on this phase (scatter, replicate, reduce, ...)");
+  cli.add_option("--stage", o.stage, "Step flow: pause on this phase (scatter, replicate, reduce, ...)")
+      ->check(CLI::IsMember(furnace::viz::stage_names()));
   cli.add_option("--size", o.size, "window size WIDTHxHEIGHT")->capture_default_str();
   cli.add_option("--fps", o.fps, "frame rate limit (0: vsync)")->capture_default_str();
   cli.add_flag("--no-cjk", o.no_cjk, "skip the Chinese glyphs (a smaller font atlas)");

@@ -264,8 +264,12 @@ void Controller::update(AppState& app, double now_s) {
   feed_.pull(delta_);
   if (!training_ && !delta_.new_run)
     builder_.snapshot().time_s = now_s;  // a process that has not started a run has no device events
-  else
+  else {
+    // A new run resets the snapshot; a trace file opened before it (--trace-file) stays open.
+    TimelineData file = std::move(builder_.snapshot().file_timeline);
     builder_.ingest(delta_, now_s);
+    builder_.snapshot().file_timeline = std::move(file);
+  }
   if (delta_.new_run || delta_.process) shown_valid_ = false;  // the builder reset or took the run's process
   refresh_visibility(app);
   builder_.snapshot().lesson = lessons_.view();  // after ingest: a new run resets the snapshot

@@ -39,6 +39,7 @@ struct StepFlowPanel {
   StepFlowPlayer player;
   StepPhases shown;           // a copy: a paused step stays while training moves on
   std::vector<Stage> stages;  // of `shown`
+  double period_s = 0;        // step_period from the step before `shown` (0: not known)
   int generation = -1;
   std::string hold_stage;   // show this stage, paused mid-transition, once a step has it
   float hold_progress = 0.25f;  // of the transition time: about halfway along the eased path

@@ -31,6 +31,27 @@ StageKind stage_kind(std::string_view n) {
   return StageKind::other;
 }
 
+namespace {
+double last_end(const StepPhases& s) {
+  double end = 0;
+  for (const PhaseSpan& p : s.spans) end = std::max(end, p.start + p.dur);
+  return end;
+}
+}  // namespace
+
+double step_period(const StepPhases& previous, const StepPhases& step) {
+  if (previous.step < 0 || previous.step + 1 != step.step || previous.spans.empty() || step.spans.empty()) return 0;
+  return std::max(0.0, last_end(step) - last_end(previous));
+}
+
+bool worth_showing_first(const StepPhases& newest, bool run_going) { return newest.step > 0 || !run_going; }
+
+std::vector<std::string> stage_names() {
+  std::vector<std::string> out;
+  for (const auto& [en, zh_name] : kStageNamesZh) out.emplace_back(en);
+  return out;
+}
+
 const char* stage_name(const char* n, bool zh) {
   if (!zh) return n;
   for (const auto& [en, zh_name] : kStageNamesZh)
@@ -73,7 +94,9 @@ const char* stage_caption(StageKind k, FlowMode mode, bool zh) {
     case StageKind::replicate:
       return zh ? "replicate：参数从 device_ids[0] 广播到每个副本"
                 : "replicate: the weights are broadcast from device_ids[0] to every replica";
-    case StageKind::forward: return zh ? "forward：每个设备用自己那块数据跑模型" : "forward: every device runs the model on its own chunk";
+    case StageKind::forward:
+      if (mode == FlowMode::single) return zh ? "forward：设备用这一批数据跑模型" : "forward: the device runs the model on the batch";
+      return zh ? "forward：每个设备用自己那块数据跑模型" : "forward: every device runs the model on its own chunk";
     case StageKind::gather: return zh ? "gather：输出汇集到 output_device" : "gather: the outputs flow to output_device";
     case StageKind::gather_backward:
       return zh ? "gather 的反向：输出的梯度切开，送回每个副本"
@@ -81,7 +104,9 @@ const char* stage_caption(StageKind k, FlowMode mode, bool zh) {
     case StageKind::loss:
       if (mode == FlowMode::single) return zh ? "loss：在这个设备上用模型的输出计算" : "loss: computed on the device, from the model's outputs";
       return zh ? "loss：在一个设备上，用汇集的输出计算" : "loss: computed on one device, from the gathered outputs";
-    case StageKind::backward: return zh ? "backward：每个设备计算梯度" : "backward: gradients are computed on every device";
+    case StageKind::backward:
+      if (mode == FlowMode::single) return zh ? "backward：在设备上计算梯度" : "backward: the gradients are computed on the device";
+      return zh ? "backward：每个设备计算梯度" : "backward: gradients are computed on every device";
     case StageKind::reduce:
       return zh ? "reduce：梯度流向 device_ids[0] 并在那里求和" : "reduce: gradients flow into device_ids[0] and are summed there";
     case StageKind::all_reduce: return zh ? "all-reduce：梯度在各 GPU 间求和" : "all-reduce: gradients are summed across the GPUs";

@@ -35,6 +35,8 @@ FlowMode flow_mode(const std::string& parallel);  // RunStatus::parallel
 // A phase's name as the Step flow shows it: the runtime's ("forward") in English, in Chinese a
 // translation ("前向"); a name it does not know stays as it is.
 const char* stage_name(const char* phase_name, bool zh);
+// Every phase name a step can show (the runtime's phases, and DDP's all_reduce): what --stage takes.
+std::vector<std::string> stage_names();
 // One line saying what happens in a stage of that kind under `mode`.
 const char* stage_caption(StageKind k, FlowMode mode, bool zh = false);
 
@@ -54,6 +56,15 @@ struct Stage {
 // all-reduces in the step, one all_reduce stage per bucket follows the backward stage (its
 // spans: each rank's all-reduce of that bucket, copy_bytes its bytes).
 std::vector<Stage> build_stages(const StepPhases& step);
+// The time from the end of `previous` (its last phase on any device) to the end of `step`: the
+// modelled step time `furnace train` reports. With several devices it is less than the stages
+// added up: a device waits inside a stage for another (replicate waits for device_ids[0]'s
+// optimizer), and the next step's first copies overlap this one's optimizer. 0 when `previous`
+// is not the step before.
+double step_period(const StepPhases& previous, const StepPhases& step);
+// Whether the Step flow may start on `newest`: not on a run's first step while more are coming
+// (the first step pays the caching allocator's cudaMallocs and is slower than every later one).
+bool worth_showing_first(const StepPhases& newest, bool run_going);
 // device_ids[0] / output_device as the trace shows it: where the loss was computed, else the
 // lowest device of the step.
 int hub_device(const StepPhases& step);

@@ -47,6 +47,9 @@ void StepFlowPanel::update(const Snapshot& snap, float dt) {
     shown = step;
     stages = build_stages(shown);
     player.restart(shown.step);
+    period_s = 0;
+    for (const StepPhases& s : snap.steps)
+      if (s.step + 1 == shown.step) period_s = step_period(s, shown);
   };
   if (snap.run.generation != generation) {  // a new run: start over
     generation = snap.run.generation;
@@ -55,6 +58,7 @@ void StepFlowPanel::update(const Snapshot& snap, float dt) {
     player.restart(-1);
   }
   if (snap.steps.empty()) return;
+  if (!worth_showing_first(snap.steps.back(), snap.run.state == RunStatus::State::running)) return;
   if (shown.spans.empty()) show(snap.steps.back());
   if (!hold_stage.empty()) {  // --stage: jump there and pause mid-flight (screenshots, lessons)
     if (shown.step != snap.steps.back().step) show(snap.steps.back());
@@ -65,9 +69,10 @@ void StepFlowPanel::update(const Snapshot& snap, float dt) {
         player.once = false;
         player.t = StepFlowPlayer::kTransition * hold_progress;
         hold_stage.clear();
-        break;
+        return;
       }
-    return;  // not in this step: try the next one
+    // Not in this step, so not in this run's steps (every step has the same phases): play on.
+    hold_stage.clear();
   }
   if (player.advance(dt, static_cast<int>(stages.size())) && player.follow && snap.steps.back().step != shown.step)
     show(snap.steps.back());
@@ -92,7 +97,7 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("%s", tr(zh, "after the last phase, move on to the newest step", "播完最后一个阶段后，跳到最新的一步"));
   const StepPhases* step = shown.spans.empty() ? nullptr : &shown;
-  char buf[256];
+  char buf[512];
   // Which step this is, in the status line's count (optimizer steps from 1) against the newest.
   if (step)
     std::snprintf(buf, sizeof buf, tr(zh, "step %lld of %lld", "第 %lld 步（共 %lld）"),
@@ -155,9 +160,19 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
   if (mode == FlowMode::ddp && !ddp.buckets.empty()) {
     footer = ddp_summary(ddp, step_total, zh);
   } else {
-    std::snprintf(buf, sizeof buf, tr(zh, "one step = %s of modelled device time; widths to scale%s",
-                                      "一步 = 建模设备时间 %s；宽度按比例%s"), human_seconds(step_total).c_str(),
-                  hub_abbreviated ? tr(zh, "; [0] = device_ids[0]", "；[0] = device_ids[0]") : "");
+    // Where devices wait inside stages, the stages add up to more than the step (step_period).
+    if (period_s > 0 && step_total > period_s * 1.02)
+      std::snprintf(buf, sizeof buf,
+                    tr(zh, "one step = %s of modelled device time, end to end; the stages, each as long as its slowest device, "
+                           "add up to %s: devices wait inside them for one another; widths to scale%s",
+                       "一步 = 建模设备时间 %s（从上一步结束到这一步结束）；各阶段按最慢的那块卡算，加起来是 %s："
+                       "卡在阶段里互相等待；宽度按比例%s"),
+                    human_seconds(period_s).c_str(), human_seconds(step_total).c_str(),
+                    hub_abbreviated ? tr(zh, "; [0] = device_ids[0]", "；[0] = device_ids[0]") : "");
+    else
+      std::snprintf(buf, sizeof buf, tr(zh, "one step = %s of modelled device time; widths to scale%s",
+                                        "一步 = 建模设备时间 %s；宽度按比例%s"), human_seconds(step_total).c_str(),
+                    hub_abbreviated ? tr(zh, "; [0] = device_ids[0]", "；[0] = device_ids[0]") : "");
     footer = buf;
   }
   const float spacing = ImGui::GetStyle().ItemSpacing.y;

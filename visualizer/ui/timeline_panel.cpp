@@ -52,10 +52,22 @@ std::string track_label(const std::string& label, bool zh) {
   return out;
 }
 
+// A label that does not fit `width` keeps its ends: "cuda:0 NVIDIA GeForce RTX 4060 Laptop GPU /
+// stream 0" (a trace file's process and thread) becomes "cuda:0 ... / stream 0", so every row
+// still says which device and which track; the tooltip has the whole label.
+std::string fitted_label(const std::string& label, float width) {
+  if (ImGui::CalcTextSize(label.c_str()).x <= width) return label;
+  const size_t slash = label.rfind(" / ");
+  const size_t space = label.find(' ');
+  if (slash == std::string::npos || space == std::string::npos || space >= slash) return label;
+  return label.substr(0, space) + " ..." + label.substr(slash);
+}
+
 }  // namespace
 
 void TimelinePanel::draw_frame(AppState& app, const Snapshot& snap) {
   const bool have_file = !snap.file_timeline.tracks.empty();
+  if (have_file && path.empty()) path = snap.file_timeline.source;  // opened by --trace-file or a drop
   const TimelineData& data = have_file && show_file ? snap.file_timeline : snap.timeline;
   const bool live = &data == &snap.timeline;
   if (&data != last_data || (!live && data.source != last_source)) {  // a new source: fit it
@@ -226,7 +238,8 @@ void TimelinePanel::draw_frame(AppState& app, const Snapshot& snap) {
       const bool phases = tr.stream == TimelineTrack::kPhases;
       dl->AddLine(ImVec2(o.x, o.y + row_h - 1), ImVec2(canvas_x + canvas_w, o.y + row_h - 1), colors::kGrid);
       dl->PushClipRect(ImVec2(o.x, o.y), ImVec2(canvas_x - 4, o.y + row_h), true);
-      dl->AddText(ImVec2(o.x + 2, o.y + 3), phases ? colors::kText : colors::kTextDim, track_label(tr.label, zh).c_str());
+      dl->AddText(ImVec2(o.x + 2, o.y + 3), phases ? colors::kText : colors::kTextDim,
+                  fitted_label(track_label(tr.label, zh), canvas_x - 6 - o.x).c_str());
       dl->PopClipRect();
       dl->PushClipRect(ImVec2(canvas_x, o.y), ImVec2(canvas_x + canvas_w, o.y + row_h), true);
       const auto& ev = tr.events;
