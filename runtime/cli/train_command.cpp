@@ -227,8 +227,8 @@ void print_summary(const TrainResult& r, const Scenario& sc, std::optional<doubl
   const bool nothing_trained = r.resumed_from_step >= 0 && r.steps == r.resumed_from_step;
   if (nothing_trained) {
     // A finished run resumed: no step ran, so there is no speed to report.
-    std::printf("  nothing to train: the checkpoint is at the run's last step (more --epochs go on "
-                "under --lr-schedule constant)\n");
+    std::printf("  nothing to train: the checkpoint is at the run's last step (a run with --lr-schedule "
+                "constant goes on with a larger --epochs; a cosine schedule's length is fixed)\n");
   } else if (!r.clock_modelled) {  // real GPUs: wall clock is the measurement; there is no model
     std::printf("  throughput      %.0f samples/s (wall clock, on the GPU)\n", r.samples_per_s);
   } else {
@@ -262,13 +262,13 @@ void print_summary(const TrainResult& r, const Scenario& sc, std::optional<doubl
   if (r.clock_modelled && sc.loading == "off" && !nothing_trained)
     std::printf("  data loading    not on the modelled clock (--loading off): the GPU never waits for "
                 "the host here; --loading tensors|torchvision adds it (lesson 09)\n");
-  if (r.batch_loading_s > 0 && r.steps > 0)
+  if (r.batch_loading_s > 0 && r.steps > 0 && !nothing_trained)
     std::printf("  data loading    %.3f ms of host time per batch (--loading %s); the GPU waited %.3f ms per "
                 "optimizer step for it (%.0f%% of the step) with num_workers=%d\n",
                 1e3 * r.batch_loading_s, sc.loading.c_str(), 1e3 * r.data_wait_s / static_cast<double>(r.steps),
                 r.modelled_step_s > 0 ? 100.0 * r.data_wait_s / static_cast<double>(r.steps) / r.modelled_step_s : 0.0,
                 sc.workers);
-  if (sc.clip_grad_norm)
+  if (sc.clip_grad_norm && !nothing_trained)
     std::printf("  clip_grad_norm_ max_norm %g: total gradient norm %g at the last step, %lld of %lld steps clipped\n",
                 *sc.clip_grad_norm, r.last_grad_norm, static_cast<long long>(r.clipped_steps),
                 static_cast<long long>(r.steps));
@@ -292,8 +292,8 @@ void print_summary(const TrainResult& r, const Scenario& sc, std::optional<doubl
                   "optimizer state; cuda:%d the gathered outputs and the loss)\n",
                   r.dp->device_ids[0], r.dp->output_device);
   }
-  if (r.dp) print_dp_summary(*r.dp, !r.clock_modelled);
-  if (r.ddp) print_ddp_summary(*r.ddp);
+  if (r.dp && !nothing_trained) print_dp_summary(*r.dp, !r.clock_modelled);
+  if (r.ddp && !nothing_trained) print_ddp_summary(*r.ddp);
 }
 
 nlohmann::json dp_json(const DpReport& dp) {
@@ -492,7 +492,7 @@ void run(const TrainOptions& o) {
     std::printf("furnace train: MLP 784-%s-10, batch %lld, %s, %d epoch%s%s, %s, %s\n",
                 widths.c_str(), static_cast<long long>(sc.batch), optimizer_text(sc).c_str(), sc.epochs,
                 sc.epochs == 1 ? "" : "s",
-                sc.max_steps > 0 ? (" (stopping after " + std::to_string(sc.max_steps) + " steps)").c_str() : "",
+                sc.max_steps > 0 ? (" (at most " + std::to_string(sc.max_steps) + " steps: --steps)").c_str() : "",
                 on_gpus ? "this machine's GPUs (cuda backend)" : ("topology " + sc.topology).c_str(),
                 sc.parallel_mode() == ParallelMode::ddp ? "rank r on cuda:r" : ("device cuda:" + std::to_string(sc.device)).c_str());
   if (!quiet && !json && (sc.amp_mode() != AmpMode::off || sc.accum > 1 || sc.workers > 0 || sc.pin_memory))

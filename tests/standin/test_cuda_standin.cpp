@@ -103,7 +103,7 @@ TEST(StandinDiscovery, TheBackendNamesThePhysicalGpuBehindEachOrdinal) {
                                       "train --backend cuda --steps 1 --quiet --device 2" + kData);
   EXPECT_NE(r.status, 0);
   EXPECT_EQ(r.err,
-            "furnace: error: invalid device ordinal 2: this process sees 2 CUDA devices: cuda:0 = GPU 2, "
+            "furnace: error: CUDA error: invalid device ordinal 2: this process sees 2 CUDA devices: cuda:0 = GPU 2, "
             "cuda:1 = GPU 0 (CUDA_VISIBLE_DEVICES=2,0); inside the process only cuda:0..1 exist\n");
 }
 

@@ -132,6 +132,22 @@ TEST(SnapshotBuilder, ReadsMemoryPerPhysicalGpuAndMarksUsedOnes) {
   EXPECT_EQ(s.devices[0].context, 500ull << 20);
 }
 
+// furnace-viz --trace-file opens the file before the first run starts: the run's reset keeps it.
+TEST(SnapshotBuilder, ANewRunKeepsTheOpenedTraceFile) {
+  SnapshotBuilder b;
+  b.reset(load_topology("laptop-4060"), "sim");
+  b.snapshot().file_timeline.source = "run.json";
+  b.snapshot().file_timeline.track(0, 0).events.push_back(TimelineEvent{});
+  FeedDelta d;
+  d.new_run = true;
+  d.backend = "sim";
+  b.ingest(d, 1.0);
+  EXPECT_EQ(b.snapshot().file_timeline.source, "run.json");
+  EXPECT_EQ(b.snapshot().file_timeline.tracks.size(), 1u);
+  b.reset(load_topology("dgx-h100"), "sim");  // the preview moved to another machine
+  EXPECT_EQ(b.snapshot().file_timeline.source, "run.json");
+}
+
 // The machine and the cuda:N -> GPU map are the ones the run published at its first device use,
 // whatever the view showed before (here a preview on another machine).
 TEST(SnapshotBuilder, MapsLogicalDevicesToPhysicalGpusFromTheRunsProcess) {
@@ -269,6 +285,18 @@ TEST(StepFlow, TheFirstStepIsShownOnlyWhenNoOtherComes) {
   EXPECT_FALSE(worth_showing_first(first, /*run_going=*/true));
   EXPECT_TRUE(worth_showing_first(first, /*run_going=*/false));
   EXPECT_TRUE(worth_showing_first(later, /*run_going=*/true));
+}
+
+// Under --loading the wait for data arrives as phases outside any step (step -1): never shown.
+TEST(StepFlow, TheNewestStepIsATrainingStep) {
+  std::vector<StepPhases> steps(3);
+  steps[0].step = 4;
+  steps[1].step = 5;
+  steps[2].step = -1;  // "waiting for data (host loading)" before step 6
+  ASSERT_NE(newest_step(steps), nullptr);
+  EXPECT_EQ(newest_step(steps)->step, 5);
+  EXPECT_EQ(newest_step({}), nullptr);
+  EXPECT_EQ(newest_step(std::vector<StepPhases>(1)), nullptr);  // step -1 alone
 }
 
 TEST(StepFlowPlayer, PlaysTransitionsWithPausesAndWrapsAtTheEnd) {

@@ -118,10 +118,8 @@ void Controller::refresh_visibility(const AppState& app) {
   if (!training_ && !held_ && s.topology.name != preview_.topology().name) {
     // A process that has not started yet runs on the machine being edited.
     const RunStatus run = s.run;
-    TimelineData file = std::move(s.file_timeline);
     builder_.reset(preview_.topology(), s.backend);
     builder_.snapshot().run = run;
-    builder_.snapshot().file_timeline = std::move(file);
   }
   s.edited_visibility = preview_.visibility();
   if (!s.process_from_run) {  // the run's own process, once published, is never overwritten
@@ -264,12 +262,8 @@ void Controller::update(AppState& app, double now_s) {
   feed_.pull(delta_);
   if (!training_ && !delta_.new_run)
     builder_.snapshot().time_s = now_s;  // a process that has not started a run has no device events
-  else {
-    // A new run resets the snapshot; a trace file opened before it (--trace-file) stays open.
-    TimelineData file = std::move(builder_.snapshot().file_timeline);
-    builder_.ingest(delta_, now_s);
-    builder_.snapshot().file_timeline = std::move(file);
-  }
+  else
+    builder_.ingest(delta_, now_s);  // a new run resets the snapshot, but not an opened trace file
   if (delta_.new_run || delta_.process) shown_valid_ = false;  // the builder reset or took the run's process
   refresh_visibility(app);
   builder_.snapshot().lesson = lessons_.view();  // after ingest: a new run resets the snapshot

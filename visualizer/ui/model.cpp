@@ -73,8 +73,10 @@ size_t TimelineData::event_count() const {
 
 void SnapshotBuilder::reset(const Topology& topology, const std::string& backend) {
   const int generation = snap_.run.generation;
+  TimelineData file = std::move(snap_.file_timeline);  // an opened trace file is not the run's
   snap_ = Snapshot{};
   snap_.run.generation = generation;
+  snap_.file_timeline = std::move(file);
   snap_.backend = backend;
   set_devices(topology);
   physical_of_.resize(topology.gpus.size());

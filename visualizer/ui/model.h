@@ -18,7 +18,7 @@ class SnapshotBuilder {
   static constexpr size_t kStepsKept = 8;
 
   // Starts a fresh view of a process on `topology` that has not used a device (every GPU visible,
-  // cuda:N = GPU N, until the run publishes its process).
+  // cuda:N = GPU N, until the run publishes its process). A trace file the Timeline opened stays.
   void reset(const Topology& topology, const std::string& backend);
   // Applies one frame's delta (a new run, its process, events, progress, memory); `now_s` is the
   // UI clock in seconds.

@@ -42,6 +42,9 @@ struct StepFlowPanel {
   double period_s = 0;        // step_period from the step before `shown` (0: not known)
   int generation = -1;
   std::string hold_stage;   // show this stage, paused mid-transition, once a step has it
+  static constexpr int kHoldTries = 3;  // steps looked at before a missing stage is given up
+  int hold_misses = 0;            // steps without it so far
+  int64_t hold_missed_step = -1;  // the last of them
   float hold_progress = 0.25f;  // of the transition time: about halfway along the eased path
   void draw_frame(AppState& app, const Snapshot& snap);
   // Picks the step to show (the newest when following) and advances playback by `dt`.
@@ -74,6 +77,7 @@ struct TimelinePanel {
   bool auto_span = true;                 // about three steps wide, until the user zooms
   bool show_file = true;                 // show the opened trace file when there is one
   std::string path;                      // the "open a trace" field
+  std::string path_shown_for;            // the opened file whose path the field was given
   const TimelineData* last_data = nullptr;
   std::string last_source;
   void draw_frame(AppState& app, const Snapshot& snap);

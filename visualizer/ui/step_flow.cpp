@@ -44,6 +44,12 @@ double step_period(const StepPhases& previous, const StepPhases& step) {
   return std::max(0.0, last_end(step) - last_end(previous));
 }
 
+const StepPhases* newest_step(const std::vector<StepPhases>& steps) {
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it)
+    if (it->step >= 0) return &*it;
+  return nullptr;
+}
+
 bool worth_showing_first(const StepPhases& newest, bool run_going) { return newest.step > 0 || !run_going; }
 
 std::vector<std::string> stage_names() {

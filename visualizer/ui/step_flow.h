@@ -62,6 +62,9 @@ std::vector<Stage> build_stages(const StepPhases& step);
 // optimizer), and the next step's first copies overlap this one's optimizer. 0 when `previous`
 // is not the step before.
 double step_period(const StepPhases& previous, const StepPhases& step);
+// The newest of `steps` that is a training step (a phase outside any step, such as the wait for
+// data under --loading, comes as a StepPhases of step -1); null when there is none.
+const StepPhases* newest_step(const std::vector<StepPhases>& steps);
 // Whether the Step flow may start on `newest`: not on a run's first step while more are coming
 // (the first step pays the caching allocator's cudaMallocs and is slower than every later one).
 bool worth_showing_first(const StepPhases& newest, bool run_going);

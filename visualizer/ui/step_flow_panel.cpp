@@ -56,12 +56,19 @@ void StepFlowPanel::update(const Snapshot& snap, float dt) {
     shown = StepPhases{};
     stages.clear();
     player.restart(-1);
+    hold_misses = 0;
+    hold_missed_step = -1;
   }
-  if (snap.steps.empty()) return;
-  if (!worth_showing_first(snap.steps.back(), snap.run.state == RunStatus::State::running)) return;
-  if (shown.spans.empty()) show(snap.steps.back());
+  const StepPhases* newest = newest_step(snap.steps);
+  if (!newest) return;
+  if (shown.spans.empty()) {
+    // A run held after its steps (a lesson's) is not going on: its first step is all there is.
+    const bool going = snap.run.state == RunStatus::State::running && !snap.run.held;
+    if (!worth_showing_first(*newest, going)) return;
+    show(*newest);
+  }
   if (!hold_stage.empty()) {  // --stage: jump there and pause mid-flight (screenshots, lessons)
-    if (shown.step != snap.steps.back().step) show(snap.steps.back());
+    if (shown.step != newest->step) show(*newest);
     for (size_t i = 0; i < stages.size(); ++i)
       if (hold_stage == stages[i].name) {
         player.jump(static_cast<int>(i));
@@ -71,11 +78,16 @@ void StepFlowPanel::update(const Snapshot& snap, float dt) {
         hold_stage.clear();
         return;
       }
-    // Not in this step, so not in this run's steps (every step has the same phases): play on.
-    hold_stage.clear();
+    // Not in this step: a phase the run does not have (every step has the same ones), unless the
+    // step was caught before all of it arrived (DDP's all-reduces). A few steps on, play on.
+    if (shown.step != hold_missed_step) {
+      hold_missed_step = shown.step;
+      if (++hold_misses >= kHoldTries) hold_stage.clear();
+    }
+    return;
   }
-  if (player.advance(dt, static_cast<int>(stages.size())) && player.follow && snap.steps.back().step != shown.step)
-    show(snap.steps.back());
+  if (player.advance(dt, static_cast<int>(stages.size())) && player.follow && newest->step != shown.step)
+    show(*newest);
 }
 
 void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {

@@ -54,7 +54,7 @@ std::string track_label(const std::string& label, bool zh) {
 
 // A label that does not fit `width` keeps its ends: "cuda:0 NVIDIA GeForce RTX 4060 Laptop GPU /
 // stream 0" (a trace file's process and thread) becomes "cuda:0 ... / stream 0", so every row
-// still says which device and which track; the tooltip has the whole label.
+// still says which device and which track; an event's tooltip has the whole label.
 std::string fitted_label(const std::string& label, float width) {
   if (ImGui::CalcTextSize(label.c_str()).x <= width) return label;
   const size_t slash = label.rfind(" / ");
@@ -67,7 +67,10 @@ std::string fitted_label(const std::string& label, float width) {
 
 void TimelinePanel::draw_frame(AppState& app, const Snapshot& snap) {
   const bool have_file = !snap.file_timeline.tracks.empty();
-  if (have_file && path.empty()) path = snap.file_timeline.source;  // opened by --trace-file or a drop
+  if (have_file && snap.file_timeline.source != path_shown_for) {  // opened by --trace-file or a drop
+    path = snap.file_timeline.source;
+    path_shown_for = snap.file_timeline.source;
+  }
   const TimelineData& data = have_file && show_file ? snap.file_timeline : snap.timeline;
   const bool live = &data == &snap.timeline;
   if (&data != last_data || (!live && data.source != last_source)) {  // a new source: fit it

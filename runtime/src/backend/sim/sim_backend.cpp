@@ -53,7 +53,7 @@ SimBackend::~SimBackend() {
 
 const GpuSpec& SimBackend::device_spec(int device) const {
   FURNACE_CHECK(device >= 0 && device < device_count())
-      << "invalid device ordinal " << device << " (" << device_count() << " devices)";
+      << "CUDA error: invalid device ordinal " << device << " (" << device_count() << " devices)";
   return topology_.gpus[static_cast<size_t>(device)];
 }
 
