@@ -172,6 +172,7 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
   if (mode == FlowMode::ddp && !ddp.buckets.empty()) {
     footer = ddp_summary(ddp, step_total, zh);
   } else {
+    const char* abbreviation = hub_abbreviated ? tr(zh, "; [0] = device_ids[0]", "；[0] = device_ids[0]") : "";
     // Where devices wait inside stages, the stages add up to more than the step (step_period).
     if (period_s > 0 && step_total > period_s * 1.02)
       std::snprintf(buf, sizeof buf,
@@ -179,12 +180,10 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
                            "add up to %s: devices wait inside them for one another; widths to scale%s",
                        "一步 = 建模设备时间 %s（从上一步结束到这一步结束）；各阶段按最慢的那块卡算，加起来是 %s："
                        "卡在阶段里互相等待；宽度按比例%s"),
-                    human_seconds(period_s).c_str(), human_seconds(step_total).c_str(),
-                    hub_abbreviated ? tr(zh, "; [0] = device_ids[0]", "；[0] = device_ids[0]") : "");
+                    human_seconds(period_s).c_str(), human_seconds(step_total).c_str(), abbreviation);
     else
       std::snprintf(buf, sizeof buf, tr(zh, "one step = %s of modelled device time; widths to scale%s",
-                                        "一步 = 建模设备时间 %s；宽度按比例%s"), human_seconds(step_total).c_str(),
-                    hub_abbreviated ? tr(zh, "; [0] = device_ids[0]", "；[0] = device_ids[0]") : "");
+                                        "一步 = 建模设备时间 %s；宽度按比例%s"), human_seconds(step_total).c_str(), abbreviation);
     footer = buf;
   }
   const float spacing = ImGui::GetStyle().ItemSpacing.y;
