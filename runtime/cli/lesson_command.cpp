@@ -246,6 +246,10 @@ void add_lesson_command(CLI::App& app) {
       "  furnace lesson run 03-device-mapping --step 2\n"
       "  furnace lesson check --all\n"
       "Format: lessons/FORMAT.md");
+  // `furnace lesson run ID --lessons-dir D` as well as `furnace lesson --lessons-dir D run ID`:
+  // an option the subcommand does not know falls through to `lesson` (set before the subcommands,
+  // which inherit it).
+  cmd->fallthrough();
   cmd->callback([cmd] {
     FURNACE_CHECK(!cmd->get_subcommands().empty())
         << "lesson: say 'furnace lesson list', 'furnace lesson run ID' or 'furnace lesson check --all'";

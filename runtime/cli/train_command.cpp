@@ -303,7 +303,8 @@ nlohmann::json dp_json(const DpReport& dp) {
                        {"compute_s", t.compute}, {"gather_s", t.gather}, {"reduce_s", t.reduce},
                        {"optimizer_s", t.optimizer}, {"busy_s", t.busy}, {"idle_s", t.idle}});
   return {{"device_ids", dp.device_ids}, {"output_device", dp.output_device}, {"chunks", dp.chunks},
-          {"step_s", dp.step_s}, {"per_device", devices}, {"notes", dp.notes}, {"warnings", dp.warnings}};
+          {"step_s", dp.step_s}, {"per_device", devices}, {"notes", dp.notes}, {"warnings", dp.warnings},
+          {"warning_notes", dp.warning_notes}};
 }
 
 nlohmann::json ddp_json(const DdpReport& d) {

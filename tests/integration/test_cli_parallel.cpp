@@ -187,6 +187,23 @@ TEST_F(CliParallel, TheMixedPairWarnsAsPyTorchDoes) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_THAT(r.err, ::testing::HasSubstr(kImbalance));
   EXPECT_EQ(r.last_json()["dp"]["warnings"].size(), 1u);
+  // Right under it, which GPUs its numbers are: cuda ordinals, the RTX 3090 first (CUDA's order).
+  const std::string note =
+      "The warning's GPU 1 and GPU 0 are device_ids entries, i.e. cuda:N: GPU 1 is cuda:1, NVIDIA "
+      "GeForce RTX 3060 (nvidia-smi's GPU 0); GPU 0 is cuda:0, NVIDIA GeForce RTX 3090 (nvidia-smi's GPU 1). To "
+      "leave cuda:1 out: device_ids=[0], or CUDA_VISIBLE_DEVICES=0 (CUDA's numbering: fastest first, not nvidia-smi's)";
+  EXPECT_THAT(r.err, ::testing::HasSubstr(std::string(kImbalance) + "furnace note: " + note + "\n"));
+  EXPECT_EQ(r.last_json()["dp"]["warning_notes"], json::array({note}));
+}
+
+TEST_F(CliParallel, AnEmptyValueAfterEqualsIsAnEmptyList) {
+  // `--device-ids=` is device_ids=[] (PyTorch: list index out of range), wherever it stands; it
+  // used to take the next flag as its value ("--steps"), then reject that flag's value.
+  for (const char* order : {"--device-ids= --steps 2", "--steps 2 --device-ids="}) {
+    CliRun r = furnace("train --topology workstation-4x3090 --parallel dp " + std::string(order));
+    EXPECT_EQ(r.status, 1) << order;
+    EXPECT_THAT(r.err, ::testing::StartsWith("furnace: error: list index out of range (device_ids []")) << order;
+  }
 }
 
 TEST_F(CliParallel, OneDeviceIsTheShortcutAndSaysSo) {

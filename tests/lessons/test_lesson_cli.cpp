@@ -50,6 +50,12 @@ TEST_F(LessonCli, RunPrintsTextPredictionAnswerAndPass) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("进程能看到两个设备。"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("PASS  两个设备"), std::string::npos) << r.out;
+  // --lessons-dir after the subcommand reaches `lesson` too (it was CLI11's "not expected").
+  r = furnace("lesson run 01-tiny --step 1 --lessons-dir " + lessons());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("PASS  two devices"), std::string::npos) << r.out;
+  r = furnace("lesson check 01-tiny --lessons-dir " + lessons());
+  EXPECT_EQ(r.status, 0) << r.err;
 }
 
 TEST_F(LessonCli, FailingCheckExitsWithOne) {

@@ -34,6 +34,14 @@ TEST(HumanSeconds, PicksTheUnitAndNeverPrintsMinusZero) {
   EXPECT_EQ(human_seconds(4.561e-3), "4.56 ms");
   EXPECT_EQ(human_seconds(1.2), "1.20 s");
   EXPECT_EQ(human_seconds(-1e-12), "0.0 us");  // a timeline tick a rounding error left of zero
+  // A time axis keeps one unit, the one of its largest value, with the decimals its ticks need.
+  EXPECT_EQ(axis_seconds(0.0, 0.5e-3, 2e-3), "0.0 ms");
+  EXPECT_EQ(axis_seconds(0.5e-3, 0.5e-3, 2e-3), "0.5 ms");
+  EXPECT_EQ(axis_seconds(2e-3, 1e-3, 2.4e-3), "2 ms");
+  EXPECT_EQ(axis_seconds(1.25e-3, 0.05e-3, 1.3e-3), "1.25 ms");
+  EXPECT_EQ(axis_seconds(200e-6, 100e-6, 900e-6), "200 us");
+  EXPECT_EQ(axis_seconds(3.5, 0.5, 4.0), "3.5 s");
+  EXPECT_EQ(axis_seconds(-1e-12, 0.2e-3, 1e-3), "0.0 ms");
 }
 
 TEST(LiveFeed, HandsOverEventsInOrderOnce) {

@@ -173,14 +173,16 @@ TEST(UiGlyphs, CoverEveryChineseCharacterOfTheLabels) {
     p += ImTextCharFromUtf8(&c, p, nullptr);
     have += static_cast<char32_t>(c);
   }
-  for (const auto& entry : std::filesystem::directory_iterator(FURNACE_UI_SOURCE_DIR)) {
-    std::ifstream in(entry.path());
+  std::vector<std::filesystem::path> sources{FURNACE_UI_RUNTIME_TEXT};
+  for (const auto& entry : std::filesystem::directory_iterator(FURNACE_UI_SOURCE_DIR)) sources.push_back(entry.path());
+  for (const std::filesystem::path& source : sources) {
+    std::ifstream in(source);
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     for (const char* p = text.c_str(); *p;) {
       unsigned int c = 0;
       p += ImTextCharFromUtf8(&c, p, nullptr);
       if (c >= 0x2E80 && have.find(static_cast<char32_t>(c)) == std::u32string::npos)
-        ADD_FAILURE() << entry.path().filename() << " uses U+" << std::hex << c << ", missing from ui_glyphs (lang.cpp)";
+        ADD_FAILURE() << source.filename() << " uses U+" << std::hex << c << ", missing from ui_glyphs (lang.cpp)";
     }
   }
 }

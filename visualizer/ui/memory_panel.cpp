@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "furnace/imbalance.h"  // defines: explain_imbalance
 #include "lesson_driver.h"  // defines: LessonView, StepMemory, current_step_memory
 #include "lang.h"    // defines: tr
 #include "panels.h"  // defines: the panel structs, Ui, human_bytes, short_gpu_name
@@ -307,6 +308,10 @@ void MemoryPanel::draw_frame(AppState& app, const Snapshot& snap) {
   for (const std::string& w : snap.training.warnings) {
     wrapped_label(colors::kWarning, "UserWarning: " + one_paragraph(w));
   }
+  // PyTorch's "GPU N" are device_ids entries; the rows below are labelled "cuda:N = GPU M".
+  if (snap.training.imbalance && snap.process_from_run)
+    wrapped_label(colors::kTextDim, parallel::explain_imbalance(*snap.training.imbalance, snap.topology,
+                                                                 snap.visibility, zh));
   ImGui::Checkbox(tr(zh, "to capacity###capacity", "按总容量###capacity"), &capacity_scale);
   if (ImGui::IsItemHovered())
     ImGui::SetTooltip("%s", tr(zh, "off: one scale for every bar, a little above the fullest GPU\n"
@@ -322,9 +327,10 @@ void MemoryPanel::draw_frame(AppState& app, const Snapshot& snap) {
     ImGui::SameLine(0, 3);
     ImGui::TextUnformatted(label);
   };
-  legend(colors::kContext, tr(zh, "context", "context"));
-  legend(colors::kReserved, "reserved");
-  legend(colors::kAllocated, "allocated");
+  // The article's words (保留 for memory_reserved, 已分配 for memory_allocated), with PyTorch's.
+  legend(colors::kContext, tr(zh, "context", "CUDA 上下文"));
+  legend(colors::kReserved, tr(zh, "reserved", "保留 reserved"));
+  legend(colors::kAllocated, tr(zh, "allocated", "已分配 allocated"));
   legend(colors::kPeak, tr(zh, "peak", "峰值"));
 
   ImDrawList* dl = ImGui::GetWindowDrawList();
@@ -375,8 +381,8 @@ void MemoryPanel::draw_frame(AppState& app, const Snapshot& snap) {
     const std::string cap = human_bytes(static_cast<double>(d.capacity));
     if (!d.used) {
       const std::string text = first_fitting(
-          {name + "  " + gpu + tr(zh, ": not used by this process, no CUDA context", "：进程没用过，没有 CUDA context"),
-           name + tr(zh, ": not used, no context", "：没用过，没有 context"), name + tr(zh, ": not used", "：没用过"), name},
+          {name + "  " + gpu + tr(zh, ": not used by this process, no CUDA context", "：进程没用过，没有 CUDA 上下文"),
+           name + tr(zh, ": not used, no context", "：没用过，没有上下文"), name + tr(zh, ": not used", "：没用过"), name},
           width);
       text_in_box(dl, o, width, colors::kTextDim, text.c_str());
       ImGui::Dummy(ImVec2(width, line + 2));

@@ -309,6 +309,7 @@ void SnapshotBuilder::add_progress(const Progress& p) {
   t.loss_scale = p.loss_scale != 1.0 ? p.loss_scale : 0.0;  // 1: no GradScaler (fp32, bf16)
   t.skipped_steps = p.skipped_steps;
   if (p.warnings.size() != t.warnings.size()) t.warnings = p.warnings;
+  if (p.imbalance && !t.imbalance) t.imbalance = p.imbalance;
   // DDP: every rank's events of this step came before its progress (model.h).
   if (ddp() && pending_.step + 1 == p.global_step) {
     pending_.loss = p.loss;

@@ -7,10 +7,12 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "lesson_driver.h"  // defines: LessonView
+#include "furnace/imbalance.h"  // defines: Imbalance
 #include "furnace/topology.h"  // defines: Topology, GpuSpec, LinkSpec
 #include "furnace/trace.h"     // defines: EventKind
 #include "furnace/visibility.h"  // defines: Visibility
@@ -85,6 +87,7 @@ struct TrainingSeries {
   History loss_scale_log2{512};
   int micro_step = 0, accumulation = 1;
   std::vector<std::string> warnings;  // the run's UserWarnings (DataParallel's imbalance check)
+  std::optional<parallel::Imbalance> imbalance;  // what that check found, to say which GPUs it means
 
   void clear() { *this = TrainingSeries{}; }
 };

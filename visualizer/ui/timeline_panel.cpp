@@ -191,10 +191,11 @@ void TimelinePanel::draw_frame(AppState& app, const Snapshot& snap) {
   const double tick = tick_step(view_span, std::max(2, static_cast<int>(canvas_w / 110)));
   const double first = std::ceil(view_start / tick) * tick;
   char buf[160];
+  const double largest = std::max(std::abs(view_start), std::abs(view_start + view_span));
   for (double t = first; t <= view_start + view_span; t += tick) {
     const float x = to_x(t);
     dl->AddLine(ImVec2(x, top.y + line), ImVec2(x, top.y + line + 4), colors::kTextDim);
-    std::snprintf(buf, sizeof buf, "%s", human_seconds(t).c_str());
+    std::snprintf(buf, sizeof buf, "%s", axis_seconds(t, tick, largest).c_str());
     // A label that would run past the right edge is left out (its tick stays).
     if (x + 2 + ImGui::CalcTextSize(buf).x <= top.x + width) text_in_box(dl, ImVec2(x + 2, top.y), top.x + width - x - 2, colors::kTextDim, buf);
   }

@@ -75,6 +75,26 @@ std::string human_seconds(double s) {
   return buf;
 }
 
+std::string axis_seconds(double t, double tick, double largest) {
+  double unit = 1e-6;
+  const char* name = "us";
+  if (largest >= 1.0) {
+    unit = 1.0;
+    name = "s";
+  } else if (largest >= 1e-3) {
+    unit = 1e-3;
+    name = "ms";
+  }
+  // Ticks are 1, 2 or 5 times a power of ten: that power's decimals, none for a whole unit.
+  const double step = tick / unit;
+  const int decimals = step >= 1 ? 0 : std::min(9, static_cast<int>(std::ceil(-std::log10(step) - 1e-9)));
+  double v = t / unit;
+  if (std::abs(v) < step * 1e-6) v = 0;  // a tick a rounding error left of zero reads 0, not -0
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*f %s", decimals, v, name);
+  return buf;
+}
+
 std::string short_gpu_name(const std::string& name) {
   std::string s = name;
   for (const char* prefix : {"NVIDIA ", "GeForce "})

@@ -16,38 +16,6 @@
 namespace furnace {
 namespace {
 
-// _check_balance: a warning, not an error. get_device_properties raises "Invalid device id" for
-// an id outside the visible devices; then total_memory, and only if that is balanced
-// multi_processor_count, are compared: min / max < 0.75 warns (first minimum, first maximum).
-void check_balance(Runtime& rt, const std::vector<int>& ids,
-                   const std::function<void(const std::string&)>& warn) {
-  std::vector<const GpuSpec*> props;
-  for (int id : ids) {
-    FURNACE_CHECK(id >= 0 && id < rt.device_count()) << "Invalid device id";
-    // Two replicas on one device would sum that device's gradients twice in reduce-add.
-    FURNACE_CHECK(std::count(ids.begin(), ids.end(), id) == 1)
-        << "device_ids names device " << id << " more than once: DataParallel runs one replica per device, "
-        << "so each id may appear only once";
-    props.push_back(&rt.backend().device_spec(id));
-  }
-  auto imbalanced = [&](auto value) {
-    size_t lo = 0, hi = 0;
-    for (size_t i = 1; i < props.size(); ++i) {
-      if (value(*props[i]) < value(*props[lo])) lo = i;
-      if (value(*props[i]) > value(*props[hi])) hi = i;
-    }
-    if (!(value(*props[lo]) / value(*props[hi]) < 0.75)) return false;
-    warn("\n    There is an imbalance between your GPUs. You may want to exclude GPU " +
-         std::to_string(ids[lo]) + " which\n    has less than 75% of the memory or cores of GPU " +
-         std::to_string(ids[hi]) +
-         ". You can do so by setting\n    the device_ids argument to "
-         "DataParallel, or by setting the CUDA_VISIBLE_DEVICES\n    environment variable.");
-    return true;
-  };
-  if (imbalanced([](const GpuSpec& g) { return static_cast<double>(g.memory_bytes); })) return;
-  imbalanced([](const GpuSpec& g) { return static_cast<double>(g.sm_count); });
-}
-
 std::vector<int> timeline_devices(const std::vector<int>& ids, int output_device) {
   std::vector<int> out = ids;
   if (!ids.empty() && std::find(ids.begin(), ids.end(), output_device) == ids.end() &&
@@ -97,7 +65,8 @@ DataParallel::DataParallel(Runtime& rt, MLP& module, std::optional<std::vector<i
       warn_(std::move(warn)),
       timeline_(rt, timeline_devices(device_ids_, output_device_)) {
   if (device_ids_.empty()) return;
-  check_balance(rt_, device_ids_, [this](const std::string& m) { warn_once(m); });
+  imbalance_ = parallel::find_imbalance(rt_, device_ids_);  // _check_balance: a warning, not an error
+  if (imbalance_) warn_once(parallel::imbalance_warning(*imbalance_));
   if (device_ids_.size() == 1) {  // with one device DataParallel moves the module there itself
     OpContext ctx{rt_, device_ids_[0], 0};
     module_.to(ctx, device_ids_[0]);

@@ -6,8 +6,10 @@
 #include "train/dp_training.h"
 
 #include <algorithm>
+#include <cstdio>
 
-#include "furnace/error.h"  // defines: Error, FURNACE_CHECK
+#include "furnace/error.h"      // defines: Error, FURNACE_CHECK
+#include "furnace/imbalance.h"  // defines: explain_imbalance
 
 namespace furnace {
 namespace {
@@ -28,7 +30,8 @@ Tensor host_view(const std::vector<float>& v, Shape shape) {
 
 }  // namespace
 
-DpTraining::DpTraining(Runtime& rt, MLP& model, const Scenario& sc) : rt_(rt), batch_(sc.batch) {
+DpTraining::DpTraining(Runtime& rt, MLP& model, const Scenario& sc, const ProcessRecord& process)
+    : rt_(rt), batch_(sc.batch) {
   auto warn = [this](const std::string& m) {
     print_user_warning(m);  // Python prints a warning on stderr when it is raised
     warnings_.push_back(m);
@@ -40,6 +43,10 @@ DpTraining::DpTraining(Runtime& rt, MLP& model, const Scenario& sc) : rt_(rt), b
     std::string ids = sc.device_ids ? "device_ids " + ids_text(*sc.device_ids) : "device_ids (all)";
     throw Error(e.message() + " (" + ids + "; " + rt.backend().describe_devices() + ")",
                 e.statement(), e.file().c_str(), e.line(), e.device());
+  }
+  if (const std::optional<parallel::Imbalance>& im = dp_->imbalance()) {
+    warning_notes_.push_back(parallel::explain_imbalance(*im, process.topology, process.visibility, false));
+    std::fprintf(stderr, "furnace note: %s\n", warning_notes_.back().c_str());  // right under the warning
   }
   for (int d : devices()) start_s_ = std::max(start_s_, rt_.backend().device_time(d));
 }
@@ -100,6 +107,7 @@ DpReport DpTraining::report(int64_t steps) const {
   r.chunks = parallel::chunk_sizes(batch_, static_cast<int>(r.device_ids.size()));
   r.notes = parallel::explain_chunks(batch_, r.device_ids);
   r.warnings = warnings_;
+  r.warning_notes = warning_notes_;
   const double n = static_cast<double>(std::max<int64_t>(steps, 1));
   r.step_s = (modelled_time() - start_s_) / n;
   const auto& busy = dp_->timeline().busy();

@@ -17,8 +17,9 @@ namespace furnace {
 class DpTraining {
  public:
   // Wraps `model` (already on sc.device) as DataParallel(model, sc.device_ids, sc.output_device).
-  // PyTorch's errors keep their words; the device list is added in parentheses.
-  DpTraining(Runtime& rt, MLP& model, const Scenario& sc);
+  // PyTorch's errors keep their words; the device list is added in parentheses. Under the
+  // imbalance warning, a line says which GPUs its numbers are in `process`.
+  DpTraining(Runtime& rt, MLP& model, const Scenario& sc, const ProcessRecord& process);
 
   struct StepResult {
     float loss = 0;
@@ -39,12 +40,15 @@ class DpTraining {
   DpReport report(int64_t steps) const;
   // The UserWarnings DataParallel raised so far (its constructor's imbalance check).
   const std::vector<std::string>& warnings() const { return warnings_; }
+  // The balance check's finding, if it warned.
+  const std::optional<parallel::Imbalance>& imbalance() const { return dp_->imbalance(); }
 
  private:
   Runtime& rt_;
   int64_t batch_;
   double start_s_ = 0;
   std::vector<std::string> warnings_;
+  std::vector<std::string> warning_notes_;  // Furnace's line under each
   std::unique_ptr<DataParallel> dp_;
 };
 

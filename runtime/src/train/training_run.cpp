@@ -356,7 +356,8 @@ void TrainingRun::start(const RankSetup* rank) {
                                    trace);
   Runtime& rt = *s.rt;
   rt.init();  // the first device use: CUDA_VISIBLE_DEVICES is read now ("No CUDA GPUs are available")
-  trace.publish(process_record(rt, s.topology, sc.env));  // what the visualizer draws
+  const ProcessRecord process = process_record(rt, s.topology, sc.env);
+  trace.publish(process);  // what the visualizer draws
   // nn.DataParallel(model, device_ids=...) checks its ids (_check_balance) before the model moves
   // to device_ids[0]: an id beyond the visible devices is its "Invalid device id", not the
   // "invalid device ordinal" a model.cuda(id) would raise.
@@ -387,7 +388,7 @@ void TrainingRun::start(const RankSetup* rank) {
   s.train_view = std::make_unique<ImageDatasetView>(s.data->train);
   s.loader = std::make_unique<DataLoader>(*s.train_view, rank ? rank_loader_options(sc, rank->rank, rank->world)
                                                               : loader_options(sc));
-  if (sc.parallel_mode() == ParallelMode::dp) s.dp = std::make_unique<DpTraining>(rt, *s.model, sc);
+  if (sc.parallel_mode() == ParallelMode::dp) s.dp = std::make_unique<DpTraining>(rt, *s.model, sc, process);
   s.autocast = autocast_dtype(sc);
   s.scaler = std::make_unique<GradScaler>(scaler_options(sc));
 
@@ -575,7 +576,10 @@ std::optional<Progress> TrainingRun::step() {
     p.epoch_done = s.in_epoch == s.per_epoch || r.steps == s.total;
     p.loss_scale = s.scaler->get_scale();
     p.skipped_steps = r.skipped_steps;
-    if (s.dp) p.warnings = s.dp->warnings();
+    if (s.dp) {
+      p.warnings = s.dp->warnings();
+      p.imbalance = s.dp->imbalance();
+    }
     // The epoch ends with the run, with a stop, or when its loader has nothing left.
     if (r.stopped || r.steps >= s.total || !more) s.close_epoch();
     return p;

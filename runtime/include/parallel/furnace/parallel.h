@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "furnace/imbalance.h"  // defines: Imbalance
 #include "furnace/nn.h"      // defines: MLP, Parameter
 #include "furnace/phase_timer.h"  // defines: PhaseTimer
 #include "furnace/ops.h"     // defines: OpContext
@@ -43,6 +44,11 @@ using WarningHandler = std::function<void(const std::string& message)>;
 void print_user_warning(const std::string& message);
 
 namespace parallel {
+
+// _check_balance over `ids` (device_ids): "Invalid device id" for an id beyond the visible
+// devices (and Furnace's line for an id given twice), then the imbalance the UserWarning reports,
+// if any (furnace/imbalance.h).
+std::optional<Imbalance> find_imbalance(Runtime& rt, const std::vector<int>& ids);
 
 // comm's buffer_size: parameters and gradients travel in coalesced buffers of 10 MiB.
 constexpr size_t kBufferSize = 10485760;
@@ -220,6 +226,8 @@ class DataParallel {
   MLP& module() { return module_; }  // dp.module
   const std::vector<int>& device_ids() const { return device_ids_; }
   int output_device() const { return output_device_; }
+  // What the constructor's balance check found (its UserWarning), if anything.
+  const std::optional<parallel::Imbalance>& imbalance() const { return imbalance_; }
   // Of the last forward: rows per chunk and how many replicas ran (chunks.size()).
   const std::vector<int64_t>& last_chunks() const { return last_chunks_; }
   // Phase spans of every step (the caller adds the loss and optimizer spans through it).
@@ -234,6 +242,7 @@ class DataParallel {
   MLP& module_;
   std::vector<int> device_ids_;
   int output_device_ = -1;
+  std::optional<parallel::Imbalance> imbalance_;
   WarningHandler warn_;
   std::set<std::string> warned_;  // Python's default filter shows a warning once per place
   DpTimeline timeline_;

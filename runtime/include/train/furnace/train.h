@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "furnace/imbalance.h"  // defines: Imbalance
 #include "furnace/trace.h"
 
 namespace furnace {
@@ -146,6 +147,7 @@ struct DpReport {
   std::vector<DpDeviceTime> per_device; // device_ids, then output_device if not among them
   std::vector<std::string> notes;       // how the batch is split, in words
   std::vector<std::string> warnings;    // the UserWarnings DataParallel raised
+  std::vector<std::string> warning_notes;  // Furnace's line under each: which GPUs its numbers are
 };
 
 // One rank of a DDP run (`--parallel ddp`): its GPU, its modelled time per optimizer step, and its
@@ -229,6 +231,9 @@ struct Progress {
   // The UserWarnings raised so far (DataParallel's imbalance check), which Python prints on stderr
   // and a window shows beside the run.
   std::vector<std::string> warnings;
+  // The imbalance warning's finding, so a window can say which GPUs its numbers are, in its
+  // reader's language (furnace/imbalance.h).
+  std::optional<parallel::Imbalance> imbalance;
 };
 
 using ProgressFn = std::function<void(const Progress&)>;
