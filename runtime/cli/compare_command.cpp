@@ -5,6 +5,7 @@
 // communication hidden behind backward. `--json` prints the same as one object.
 // Not here: the runs themselves (TrainingRun, runtime/src/train).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -15,7 +16,9 @@
 #include "commands.h"     // defines: add_compare_command
 #include "furnace/error.h"
 #include "furnace/size_format.h"  // defines: format_size
+#include "furnace/topology.h"    // defines: load_topology
 #include "furnace/train.h"
+#include "furnace/process.h"     // defines: resolve_visibility (with an Environment)
 #include "text_table.h"   // defines: format_table
 
 namespace furnace::cli {
@@ -72,6 +75,9 @@ std::vector<std::pair<double, double>> busy_idle(const TrainResult& r) {
     for (const DdpRankReport& t : r.ddp->ranks)
       if (static_cast<size_t>(t.device) < out.size()) out[static_cast<size_t>(t.device)] = {t.busy_s, t.idle_s};
   if (!r.dp && !r.ddp && !out.empty()) out[0] = {r.modelled_step_s, 0.0};
+  // step - busy leaves rounding noise (1e-19 s) where a GPU never waits: that is no wait.
+  for (auto& [busy, idle] : out)
+    if (std::abs(idle) < 1e-12) idle = 0.0;
   return out;
 }
 
@@ -151,6 +157,15 @@ void run(CompareOptions& o) {
   FURNACE_CHECK(!o.modes.empty()) << "furnace compare: name the modes to compare (none, dp, ddp)";
   for (const std::string& m : o.modes)
     FURNACE_CHECK(parse_parallel_mode(m)) << "furnace compare: '" << m << "' is not a mode (none, dp or ddp)";
+  // DataParallel and DDP over one GPU compare nothing (no bytes cross, no GPU 0 to be busier):
+  // the default machine, laptop-4060, has one.
+  const Topology topology = load_topology(sc.topology);
+  const int visible = resolve_visibility(topology.gpus, sc.env).count();
+  for (const std::string& m : o.modes)
+    FURNACE_CHECK(visible >= 2 || parse_parallel_mode(m) == ParallelMode::none)
+        << "furnace compare " << m << ": the processes see " << visible << " GPU" << (visible == 1 ? "" : "s")
+        << " of '" << topology.name << "', and DataParallel and DDP need two or more to compare; pick a machine "
+        << "with --topology (e.g. workstation-4x3090, dgx-h100)";
   std::vector<ModeRun> runs;
   for (const std::string& m : o.modes) runs.push_back(run_mode(m, sc));
   if (o.json) {

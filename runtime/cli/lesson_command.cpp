@@ -126,10 +126,9 @@ void print_checks(const lesson::Step& step, const lesson::StepOutcome& out, Lang
                 out.prediction->answer.c_str());
 }
 
-// Asks the prediction on the terminal; returns the answer typed (nullopt at end of input).
-std::optional<std::string> ask(const lesson::Prediction& p, Lang lang) {
-  const Labels& L = labels(lang);
-  std::printf("\n%s%s%s\n", L.predict, L.colon, p.question.in(lang).c_str());
+// Asks the prediction on the terminal, under its question: lists the choices and returns the
+// answer typed (nullopt at end of input).
+std::optional<std::string> ask(const lesson::Prediction& p) {
   for (size_t i = 0; i < p.choices.size(); ++i) std::printf("  %zu) %s\n", i + 1, p.choices[i].c_str());
   std::printf("> ");
   std::fflush(stdout);
@@ -171,7 +170,7 @@ void run_lesson(const lesson::Lesson& l, Lang lang, std::optional<int> only_step
     std::optional<std::string> answer;
     if (step.prediction) {
       std::printf("%s%s%s\n", L.predict, L.colon, step.prediction->question.in(lang).c_str());
-      if (interactive) answer = ask(*step.prediction, lang);
+      if (interactive) answer = ask(*step.prediction);
     }
     std::fflush(stdout);
     const lesson::StepOutcome& out = run.run_step(i);

@@ -2,6 +2,7 @@
 // device's memory; --json ends stdout with one JSON object; --trace writes a Chrome trace.
 #include <algorithm>
 #include <cmath>  // defines: std::isfinite
+#include <cstdint>  // defines: UINT64_MAX
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -134,11 +135,31 @@ void print_dp_summary(const DpReport& dp, bool real_gpus) {
   }
 }
 
+// What the ranks' peaks say about DDP's memory: every rank holds the same model, gradients,
+// momentum and buckets; rank 0 alone evaluates the test set after training (a script's
+// `if rank == 0:`), which may raise its peak, and says so rather than "the same".
+std::string ddp_memory_words(const DdpReport& d, bool evaluated) {
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (const DdpRankReport& r : d.ranks)
+    if (r.rank != 0) {
+      lo = std::min(lo, r.memory.peak_allocated_bytes);
+      hi = std::max(hi, r.memory.peak_allocated_bytes);
+    }
+  const uint64_t first = d.ranks.empty() ? 0 : d.ranks.front().memory.peak_allocated_bytes;
+  if (d.ranks.size() < 2 || (lo == hi && first == hi)) return "every GPU holds the same: no GPU 0 bottleneck";
+  if (lo == hi && first > hi && evaluated)
+    return "every GPU holds the same for training: no GPU 0 bottleneck (rank 0's peak is " +
+           format_size(first - hi) + " higher: it alone evaluates the test set at the end, as `if rank == 0:` "
+           "does; --no-eval leaves it out)";
+  return "the GPUs' peaks range from " + format_size(std::min(lo, first)) + " to " + format_size(std::max(hi, first)) +
+         " (torch.cuda.max_memory_allocated)";
+}
+
 // DistributedDataParallel's part of the summary: the ranks, the buckets, where each rank's GPU
 // time per step went, and how much of the all-reduce hid behind backward.
-void print_ddp_summary(const DdpReport& d) {
-  std::printf("\nDistributedDataParallel: %d ranks (processes), one per GPU, DataLoader batch_size %lld each\n",
-              d.world, static_cast<long long>(d.rank_batch));
+void print_ddp_summary(const DdpReport& d, bool evaluated, int accum) {
+  std::printf("\nDistributedDataParallel: %d rank%s (process%s), one per GPU, DataLoader batch_size %lld each\n",
+              d.world, d.world == 1 ? "" : "s", d.world == 1 ? "" : "es", static_cast<long long>(d.rank_batch));
   for (const std::string& n : d.notes) std::printf("  %s\n", n.c_str());
   std::string buckets;
   for (uint64_t b : d.bucket_bytes) buckets += (buckets.empty() ? "" : ", ") + format_size(b);
@@ -146,6 +167,11 @@ void print_ddp_summary(const DdpReport& d) {
               d.bucket_cap_mb, buckets.c_str());
   std::printf("  per step each rank all-reduces %s of gradients (a ring sends 2(n-1)/n of it: %s per rank)\n",
               format_size(d.allreduce_bytes_per_step).c_str(), format_size(d.sent_bytes_per_step).c_str());
+  if (accum > 1)
+    std::printf("  --accum %d: the first %s of each step %s under model.no_sync() (gradients add up on each rank, "
+                "no all-reduce); the last one's backward all-reduces the sum, once per step\n", accum,
+                accum == 2 ? "micro-batch" : (std::to_string(accum - 1) + " micro-batches").c_str(),
+                accum == 2 ? "runs" : "run");
   std::printf("modelled time per step %.3f ms; per rank (ms per step; all-reduce runs on its own stream, "
               "beside backward):\n", d.step_s * 1e3);
   std::vector<std::vector<std::string>> rows{{"rank", "GPU", "busy", "all-reduce", "exposed", "idle", "allocated", "reserved"}};
@@ -160,8 +186,8 @@ void print_ddp_summary(const DdpReport& d) {
                     format_size(r.memory.reserved_bytes)});
   std::printf("%s", format_table(rows, {.right = {true, false, true, true, true, true, true, true}, .gap = "  "}).c_str());
   std::printf("  %.0f%% of the all-reduce time is hidden behind backward (the rest: \"exposed\", the compute "
-              "stream waiting at the end of backward); every GPU holds the same: no GPU 0 bottleneck\n",
-              100.0 * d.hidden_share);
+              "stream waiting at the end of backward); %s\n",
+              100.0 * d.hidden_share, ddp_memory_words(d, evaluated).c_str());
 }
 
 void print_checkpoint_summary(const TrainResult& r, const std::string& path, int64_t save_every) {
@@ -293,7 +319,7 @@ void print_summary(const TrainResult& r, const Scenario& sc, std::optional<doubl
                   r.dp->device_ids[0], r.dp->output_device);
   }
   if (r.dp && !nothing_trained) print_dp_summary(*r.dp, !r.clock_modelled);
-  if (r.ddp && !nothing_trained) print_ddp_summary(*r.ddp);
+  if (r.ddp && !nothing_trained) print_ddp_summary(*r.ddp, r.test_accuracy >= 0, sc.accum);
 }
 
 nlohmann::json dp_json(const DpReport& dp) {
@@ -452,6 +478,12 @@ void run(const TrainOptions& o) {
   // checks it, as PyTorch does).
   if (parse_parallel_mode(sc.parallel) == ParallelMode::dp && sc.device_ids && !sc.device_ids->empty() && !o.device_given)
     sc.device = std::max(0, sc.device_ids->front());
+  // DDP's own flags mean nothing to another mode: refused, as --nproc is (the scenario cannot
+  // tell a default from a value typed, nor -1 from "one per visible GPU").
+  FURNACE_CHECK(!o.given("--nproc") || sc.nproc >= 1) << "--nproc must be at least 1 (got " << sc.nproc << ")";
+  if (sc.parallel_mode() != ParallelMode::ddp)
+    for (const char* flag : {"--bucket-cap-mb", "--no-set-epoch", "--dist-timeout"})
+      FURNACE_CHECK(!o.given(flag)) << flag << " needs --parallel ddp";
   sc.validate();
   // Under a launcher only rank 0 speaks (the script's `if rank == 0:`): the others train silently
   // and say only why they failed.
@@ -461,6 +493,10 @@ void run(const TrainOptions& o) {
       const auto it = sc.env.find(name);
       return it == sc.env.end() ? nullptr : it->second.c_str();
     });
+  // Under a launcher the world size is the launcher's: a resumed checkpoint's own --nproc (its
+  // saved world) gives way to it, as --nproc N does in one process; the resume then checks what
+  // the new world size can restore.
+  if (worker && saved && !o.given("--nproc")) sc.nproc = -1;
   const bool silent = worker && worker->rank != 0;
   const bool quiet = o.quiet || silent;
   const bool json = o.json && !silent;

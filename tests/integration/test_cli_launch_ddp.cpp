@@ -11,6 +11,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <filesystem>
 #include <cmath>
 #include <future>
 #include <string>
@@ -75,11 +76,19 @@ TEST_F(CliLaunchDdp, EveryProcessResumesFromRankZerosCheckpoint) {
   ASSERT_EQ(straight.status, 0) << straight.out << straight.err;
   const CliRun first = launched("--nproc-per-node 2 --master-port 0", "run.ckpt", "--stop-at-step 4");
   ASSERT_EQ(first.status, 0) << first.out << first.err;
+  std::filesystem::copy_file(dir_ / "run.ckpt", dir_ / "run4.ckpt");
   const CliRun second = furnace("launch --nproc-per-node 2 --master-port 0 -- " + std::string(FURNACE_CLI) +
                                 " train --json --resume " + (dir_ / "run.ckpt").string());
   ASSERT_EQ(second.status, 0) << second.out << second.err;
   EXPECT_EQ(rank0_json(second)["checkpoint"]["resumed_from_step"], 4);
   EXPECT_EQ(max_weight_difference("straight.ckpt", "run.ckpt"), 0.0);
+  // Launched on 4 processes, the 2-rank checkpoint's world gives way to the launcher's, as
+  // --nproc 4 does in one process (it was refused as "--nproc 2 does not apply under a launcher").
+  const CliRun wider = furnace("launch --nproc-per-node 4 --master-port 0 -- " + std::string(FURNACE_CLI) +
+                               " train --json --resume " + (dir_ / "run4.ckpt").string());
+  ASSERT_EQ(wider.status, 0) << wider.out << wider.err;
+  EXPECT_THAT(wider.out, HasSubstr("resumed on 4 ranks from a checkpoint of 2 ranks"));
+  EXPECT_LE(max_weight_difference("straight.ckpt", "run4.ckpt"), kTolerance);
 }
 
 TEST_F(CliLaunchDdp, ProcessesTrainTheWeightsOfInProcessDdp) {
@@ -97,7 +106,7 @@ TEST_F(CliLaunchDdp, ProcessesTrainTheWeightsOfInProcessDdp) {
     EXPECT_EQ(j["ddp"]["world"], n);
     EXPECT_EQ(j["ddp"]["ranks"].size(), static_cast<size_t>(n));
     EXPECT_EQ(j["steps"], t["steps"]);
-    EXPECT_EQ(j["ddp"]["launcher"]["by"], "torchrun");
+    EXPECT_EQ(j["ddp"]["launcher"]["by"], "furnace launch");
     EXPECT_EQ(j["ddp"]["launcher"]["backend"], "gloo");
     EXPECT_FALSE(t["ddp"].contains("launcher")) << "the in-process ranks are threads";
     EXPECT_EQ(j["ddp"]["bucket_bytes"], t["ddp"]["bucket_bytes"]);
@@ -111,7 +120,7 @@ TEST_F(CliLaunchDdp, OnlyRankZeroSpeaksAndSaysWhoStartedIt) {
   const CliRun r = furnace("launch --nproc-per-node 2 --master-port 0 -- " + std::string(FURNACE_CLI) +
                            " train --parallel ddp --topology workstation-4x3090 --data " + slice() + " --steps 2");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("[rank0]:  started by torchrun: this process is rank 0 of 2 (LOCAL_RANK 0, node 0)"));
+  EXPECT_THAT(r.out, HasSubstr("[rank0]:  started by furnace launch: this process is rank 0 of 2 (LOCAL_RANK 0, node 0)"));
   EXPECT_THAT(r.out, HasSubstr("[rank0]:  test accuracy"));
   EXPECT_THAT(r.out + r.err, Not(HasSubstr("[rank1]:"))) << "rank 1 trains silently";
 }

@@ -196,6 +196,21 @@ TEST_F(CliParallel, TheMixedPairWarnsAsPyTorchDoes) {
   EXPECT_EQ(r.last_json()["dp"]["warning_notes"], json::array({note}));
 }
 
+TEST_F(CliParallel, DdpSaysWhatItsMemoryAndAccumulationDo) {
+  // Rank 0 alone evaluates: its peak is higher, and the summary says why instead of "the same".
+  const std::string ddp = "train --data " + std::string(FURNACE_TEST_DATA_DIR) +
+                          "/fashion-mnist --epochs 1 --steps 3 --quiet --topology workstation-4x3090 --parallel ddp";
+  CliRun r = furnace(ddp + " --accum 4");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("every GPU holds the same for training: no GPU 0 bottleneck (rank 0's peak is "));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("it alone evaluates the test set at the end"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("--accum 4: the first 3 micro-batches of each step run under model.no_sync()"));
+  r = furnace(ddp + " --no-eval");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("every GPU holds the same: no GPU 0 bottleneck\n"));
+  EXPECT_THAT(r.out, ::testing::Not(::testing::HasSubstr("no_sync")));
+}
+
 TEST_F(CliParallel, AnEmptyValueAfterEqualsIsAnEmptyList) {
   // `--device-ids=` is device_ids=[] (PyTorch: list index out of range), wherever it stands; it
   // used to take the next flag as its value ("--steps"), then reject that flag's value.

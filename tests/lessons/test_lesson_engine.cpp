@@ -299,6 +299,13 @@ TEST(LessonPredictions, AnswersMatchLoosely) {
   EXPECT_TRUE(r.among_choices);
   p.choices = {"[0]", "[0, 1]"};
   EXPECT_FALSE(lesson::prediction_answer(p, {{"chunks", ids}}).among_choices);
+  // Choices that are numbers themselves: a choice typed as shown is that choice, not a number in
+  // the list (lesson 13: choices 2 and 8, the answer 8; "2" was judged right as "the second").
+  p.choices = {"2", "8"};
+  EXPECT_FALSE(lesson::answer_matches(p, Value::of_int(8), "2"));
+  EXPECT_TRUE(lesson::answer_matches(p, Value::of_int(8), "8"));
+  EXPECT_FALSE(lesson::answer_matches(p, Value::of_int(8), "1"));  // the first choice, 2
+  EXPECT_TRUE(lesson::answer_matches(p, Value::of_int(2), "1"));
 }
 
 TEST(LessonPredictions, AnOpenQuestionAnsweredByAMessageIsNotJudged) {

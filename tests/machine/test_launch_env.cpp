@@ -89,6 +89,7 @@ TEST(LaunchEnv, WorkerReadsBackWhatTheLauncherSet) {
   EXPECT_EQ(w->master_addr, "127.0.0.1");
   EXPECT_EQ(w->master_port, 29500);
   EXPECT_EQ(w->run_id, "job");
+  EXPECT_EQ(w->launcher, "furnace launch");  // its own variable; torchrun's set alike say "torchrun"
 }
 
 TEST(LaunchEnv, WorkerWithoutALauncherOrWithAPartOfTheContract) {

@@ -193,7 +193,7 @@ TEST_F(DdpResume, AnotherWorldSizeWhosePaddingDiffersIsRefusedInsideAnEpochOnly)
                    "epoch's order to ceil(N / world) * world samples, 2000 for 2 ranks and 2001 for 3"),
             std::string::npos)
       << e;
-  EXPECT_NE(e.find("resume with --nproc 2, or from a checkpoint saved at an epoch boundary (a step that is a "
+  EXPECT_NE(e.find("resume on 2 ranks (--nproc 2, or a launcher's --nproc-per-node 2), or from a checkpoint saved at an epoch boundary (a step that is a "
                    "multiple of 17)"),
             std::string::npos)
       << e;
@@ -229,7 +229,7 @@ TEST_F(DdpResume, SingleDeviceCheckpointIntoDdpAtAnEpochBoundaryGainsThePrefix) 
   EXPECT_EQ(r.steps, 40);
   const std::string notes = joined(r.checkpoint_notes);
   EXPECT_NE(notes.find("this model's (DistributedDataParallel): module.0.weight"), std::string::npos) << notes;
-  EXPECT_NE(notes.find("this run wraps the model in nn.DistributedDataParallel"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("this run wraps the model in nn.parallel.DistributedDataParallel"), std::string::npos) << notes;
   EXPECT_NE(notes.find("resumed at an epoch boundary in another mode (saved by a single-device run, continued by 2 "
                        "ranks of DDP)"),
             std::string::npos)

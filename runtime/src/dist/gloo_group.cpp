@@ -19,6 +19,7 @@
 
 #include "furnace/backend.h"
 #include "furnace/error.h"
+#include "furnace/stop_signals.h"  // defines: stop_signal, stop_signal_name
 
 namespace furnace {
 namespace {
@@ -107,6 +108,10 @@ class GlooProcessGroup final : public GlooGroup {
     try {
       context_->connectFullMesh(prefixed, device_);
     } catch (const std::exception& e) {
+      // Told to stop (the launcher's SIGTERM after another rank failed) is not a timeout.
+      if (const int sig = stop_signal())
+        FURNACE_FAIL() << "ProcessGroup (gloo): rank " << rank_ << " of " << size_ << " stopped by "
+                       << stop_signal_name(sig) << " while connecting to the other ranks";
       FURNACE_FAIL() << "ProcessGroup (gloo): rank " << rank_ << " of " << size_ << " could not connect to the "
                      << "other ranks within " << options_.timeout.count() << " ms: " << gloo_reason(e);
     }

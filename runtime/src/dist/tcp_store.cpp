@@ -123,7 +123,7 @@ class TcpStoreServer {
       ::close(fd);
       if (last.find("in use") != std::string::npos) break;  // IPv4 would find the same port taken
     }
-    FURNACE_CHECK(listen_fd_ >= 0) << "rank 0 cannot host the rendezvous store on port " << port << " (MASTER_PORT; "
+    FURNACE_CHECK(listen_fd_ >= 0) << "cannot host the rendezvous store (rank 0's) on port " << port << " (MASTER_PORT; "
                                    << "the ranks look for it at " << where(addr, port) << "): " << last
                                    << (last.find("in use") != std::string::npos
                                            ? " (another job's store? pick another MASTER_PORT)"

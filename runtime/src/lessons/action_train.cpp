@@ -115,6 +115,12 @@ void run_train(const TrainSetup& s, Observables& out, TraceBus* trace) {
   out["wall_samples_per_s"] = Value::of_number(r.samples_per_s);
   out["epoch_losses"] = Value::of_numbers(std::vector<double>(r.epoch_mean_loss.begin(), r.epoch_mean_loss.end()));
 
+  // The GPU DataParallel's imbalance warning says to exclude (its number is a cuda ordinal);
+  // -1 and "" where it did not warn.
+  const parallel::NamedGpu warned = r.dp ? r.dp->warned_gpu.value_or(parallel::NamedGpu{}) : parallel::NamedGpu{};
+  out["warned_gpu"] = Value::of_int(warned.ordinal);
+  out["warned_gpu_name"] = Value::of_string(warned.name);
+  out["warned_gpu_smi"] = Value::of_int(warned.smi);
   if (r.dp) {
     std::vector<double> busy, idle;
     for (const DpDeviceTime& t : r.dp->per_device) {

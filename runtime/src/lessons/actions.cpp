@@ -51,6 +51,7 @@ std::vector<ActionInfo> make_actions() {
                 nums("memory_allocated"), nums("memory_reserved"), nums("max_memory_allocated"),
                 nums("max_memory_reserved"), nums("context"), nums("smi_used"), nums("device_ids"),
                 nums("chunks"), num("output_device"), nums("busy_ms"), nums("idle_ms"),
+                num("warned_gpu"), str("warned_gpu_name"), num("warned_gpu_smi"),
                 num("wall_samples_per_s"), nums("epoch_losses"), num("ddp_world"), num("ddp_rank_batch"),
                 num("ddp_step_ms"), num("ddp_hidden_share"), nums("ddp_bucket_bytes"),
                 num("allreduce_bytes_per_step"), num("sent_bytes_per_step"), nums("comm_ms"), nums("exposed_ms")}});

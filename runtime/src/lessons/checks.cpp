@@ -223,9 +223,13 @@ bool answer_is_judged(const Prediction& p, const Value& real) {
 
 bool answer_matches(const Prediction& p, const Value& real, std::string_view answer) {
   std::string given(answer);
+  const std::string trimmed = normalize_answer(given);
+  // A choice typed as it is shown is that choice, even where it could also be a choice's number:
+  // with choices 2 and 8, "2" is the choice 2, not the second choice (8).
+  for (const std::string& c : p.choices)
+    if (normalize_answer(c) == trimmed) return answer_matches(Prediction{{}, p.observable, {}, 0}, real, c);
   // A choice by its number: "2" -> the second choice's text (unless the real value is a number,
   // where "2" is more likely the number itself; then both readings are tried).
-  const std::string trimmed = normalize_answer(given);
   if (!p.choices.empty() && !trimmed.empty() &&
       std::all_of(trimmed.begin(), trimmed.end(), [](char c) { return c >= '0' && c <= '9'; }) && trimmed.size() < 4) {
     const size_t k = std::stoul(trimmed);

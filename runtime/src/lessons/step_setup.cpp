@@ -141,7 +141,8 @@ const std::vector<StepKey>& step_keys() {
          s.scenario().sampler_set_epoch = f.boolean_of(n, k);
        },
        [](const StepSetup& s, const Add& add) {
-         add(s.scenario().sampler_set_epoch ? "sampler.set_epoch(epoch)" : "sampler.set_epoch() never called");
+         // The lesson.toml key as it is written: the same in both languages.
+         add(s.scenario().sampler_set_epoch ? "sampler.set_epoch(epoch)" : "sampler_set_epoch = false");
        }},
       {"model_device",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {

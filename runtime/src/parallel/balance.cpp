@@ -38,6 +38,16 @@ std::optional<Imbalance> find_imbalance(Runtime& rt, const std::vector<int>& ids
   return imbalanced([](const GpuSpec& g) { return static_cast<double>(g.sm_count); });
 }
 
+NamedGpu named_gpu(int ordinal, const Topology& topology, const Visibility& visibility) {
+  NamedGpu g{ordinal, "", -1};
+  if (ordinal < 0 || ordinal >= visibility.count()) return g;
+  const int physical = visibility.devices[static_cast<size_t>(ordinal)].physical_index;
+  if (physical < 0 || physical >= static_cast<int>(topology.gpus.size())) return g;
+  g.name = topology.gpus[static_cast<size_t>(physical)].name;
+  g.smi = physical;
+  return g;
+}
+
 std::string imbalance_warning(const Imbalance& im) {
   return "\n    There is an imbalance between your GPUs. You may want to exclude GPU " + std::to_string(im.min_id) +
          " which\n    has less than 75% of the memory or cores of GPU " + std::to_string(im.max_id) +
@@ -56,14 +66,11 @@ std::string joined(const std::vector<std::string>& parts) {
 // "GPU 1 is cuda:1, NVIDIA GeForce RTX 3060 (nvidia-smi's GPU 0)"; the name and nvidia-smi's
 // number where the process's map knows them.
 std::string which(int id, const Topology& topology, const Visibility& visibility, bool zh) {
-  const std::string gpu = "GPU " + std::to_string(id), cuda = "cuda:" + std::to_string(id);
-  std::string out = gpu + (zh ? " 是 " : " is ") + cuda;
-  if (id < 0 || id >= visibility.count()) return out;
-  const int physical = visibility.devices[static_cast<size_t>(id)].physical_index;
-  if (physical < 0 || physical >= static_cast<int>(topology.gpus.size())) return out;
-  const std::string smi = "GPU " + std::to_string(physical);
-  const std::string& name = topology.gpus[static_cast<size_t>(physical)].name;
-  return out + (zh ? "，" + name + "（nvidia-smi 的 " + smi + "）" : ", " + name + " (nvidia-smi's " + smi + ")");
+  const std::string out = "GPU " + std::to_string(id) + (zh ? " 是 " : " is ") + "cuda:" + std::to_string(id);
+  const NamedGpu g = named_gpu(id, topology, visibility);
+  if (g.smi < 0) return out;
+  const std::string smi = "GPU " + std::to_string(g.smi);
+  return out + (zh ? "，" + g.name + "（nvidia-smi 的 " + smi + "）" : ", " + g.name + " (nvidia-smi's " + smi + ")");
 }
 
 // The CUDA_VISIBLE_DEVICES value that keeps every visible GPU but cuda:`left_out`, in the

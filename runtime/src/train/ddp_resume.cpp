@@ -104,8 +104,8 @@ ResumeOrder check_resume_order(const Checkpoint& c, const std::optional<DdpCheck
       << "checkpoint " << path << " was saved by " << ranks_text(s.world) << " " << where
       << ": DistributedSampler pads each epoch's order to ceil(N / world) * world samples, " << s.padded_size
       << " for " << ranks_text(s.world) << " and " << n.padded_size << " for " << n.world
-      << ", so this epoch's last step would draw other samples than the saved run's; resume with --nproc "
-      << s.world << ", " << from_boundary;
+      << ", so this epoch's last step would draw other samples than the saved run's; resume on " << ranks_text(s.world)
+      << " (--nproc " << s.world << ", or a launcher's --nproc-per-node " << s.world << "), " << from_boundary;
   out.notes.push_back("resumed on " + ranks_text(n.world) + " from a checkpoint of " + ranks_text(s.world) +
                       " (global batch " + std::to_string(n.rank_batch * n.world) + "): every remaining step draws "
                       "the same samples as the saved run would, " + std::to_string(n.rank_batch) +

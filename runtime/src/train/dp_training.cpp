@@ -46,6 +46,7 @@ DpTraining::DpTraining(Runtime& rt, MLP& model, const Scenario& sc, const Proces
   }
   if (const std::optional<parallel::Imbalance>& im = dp_->imbalance()) {
     warning_notes_.push_back(parallel::explain_imbalance(*im, process.topology, process.visibility, false));
+    warned_gpu_ = parallel::named_gpu(im->min_id, process.topology, process.visibility);
     std::fprintf(stderr, "furnace note: %s\n", warning_notes_.back().c_str());  // right under the warning
   }
   for (int d : devices()) start_s_ = std::max(start_s_, rt_.backend().device_time(d));
@@ -108,6 +109,7 @@ DpReport DpTraining::report(int64_t steps) const {
   r.notes = parallel::explain_chunks(batch_, r.device_ids);
   r.warnings = warnings_;
   r.warning_notes = warning_notes_;
+  r.warned_gpu = warned_gpu_;
   const double n = static_cast<double>(std::max<int64_t>(steps, 1));
   r.step_s = (modelled_time() - start_s_) / n;
   const auto& busy = dp_->timeline().busy();

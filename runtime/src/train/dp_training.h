@@ -49,6 +49,7 @@ class DpTraining {
   double start_s_ = 0;
   std::vector<std::string> warnings_;
   std::vector<std::string> warning_notes_;  // Furnace's line under each
+  std::optional<parallel::NamedGpu> warned_gpu_;
   std::unique_ptr<DataParallel> dp_;
 };
 

@@ -111,15 +111,19 @@ std::vector<std::string> explain_module_prefix(const KeyMatch& match, const std:
                                                const std::string& model_class, const std::string& saved_by) {
   if (match.fix == KeyMatch::Fix::none) return {};
   const bool strip = match.fix == KeyMatch::Fix::strip_module;
+  // torch.nn exports DataParallel; DistributedDataParallel lives in torch.nn.parallel.
+  auto qualified = [](const std::string& cls) {
+    return (cls == "DistributedDataParallel" ? "nn.parallel." : "nn.") + cls;
+  };
   std::vector<std::string> out;
   out.push_back("state_dict keys: the checkpoint's (saved by " + (strip ? saved_by : std::string("the bare model")) +
                 "): " + short_list(saved));
   out.push_back("                 this model's (" + model_class + "): " + short_list(model_keys));
   if (strip)
-    out.push_back("  nn." + saved_by + "(model) holds the real model as its child `module`, so its state_dict() "
+    out.push_back("  " + qualified(saved_by) + "(model) holds the real model as its child `module`, so its state_dict() "
                   "names every parameter \"module.\" + name; the bare model's names have no prefix");
   else
-    out.push_back("  this run wraps the model in nn." + model_class + ", which holds it as its child `module`: its "
+    out.push_back("  this run wraps the model in " + qualified(model_class) + ", which holds it as its child `module`: its "
                   "state_dict() names are \"module.\" + name, and the checkpoint's have no prefix");
   // The first keys of PyTorch's message; --strict-keys prints the whole of it.
   const size_t n = 2;

@@ -12,6 +12,8 @@
 //   TORCHELASTIC_RESTART_COUNT = 0, TORCHELASTIC_MAX_RESTARTS = 0 (no restarts),
 //   TORCHELASTIC_RUN_ID (torchrun's --rdzv-id, "none" by default), TORCHELASTIC_USE_AGENT_STORE
 //   = False (the store is rank 0's, not the launcher's).
+// `furnace launch` adds FURNACE_LAUNCHER=furnace launch, so a worker names the launcher that
+// started it (torchrun sets the rest alike).
 #pragma once
 
 #include <functional>
@@ -59,7 +61,7 @@ struct WorkerEnv {
   std::string master_addr;
   int master_port = 0;
   std::string run_id;  // TORCHELASTIC_RUN_ID, empty when not set
-  std::string launcher;  // whose variables these were: "torchrun", "Open MPI" or "Slurm"
+  std::string launcher;  // whose variables these were: "furnace launch", "torchrun", "Open MPI" or "Slurm"
 };
 
 // Reads the contract through `getenv` (::getenv by default). std::nullopt when no launcher started

@@ -22,6 +22,15 @@ struct Imbalance {
   int max_id = 0;
 };
 
+// A GPU as a process sees it: cuda:`ordinal`, the card's name and nvidia-smi's number (empty and
+// -1 where the process's map does not know them).
+struct NamedGpu {
+  int ordinal = -1;
+  std::string name;
+  int smi = -1;
+};
+NamedGpu named_gpu(int ordinal, const Topology& topology, const Visibility& visibility);
+
 // The UserWarning's text, PyTorch's words (a leading newline, four-space indents).
 std::string imbalance_warning(const Imbalance& im);
 

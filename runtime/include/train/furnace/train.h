@@ -148,6 +148,7 @@ struct DpReport {
   std::vector<std::string> notes;       // how the batch is split, in words
   std::vector<std::string> warnings;    // the UserWarnings DataParallel raised
   std::vector<std::string> warning_notes;  // Furnace's line under each: which GPUs its numbers are
+  std::optional<parallel::NamedGpu> warned_gpu;  // the GPU the imbalance warning says to exclude
 };
 
 // One rank of a DDP run (`--parallel ddp`): its GPU, its modelled time per optimizer step, and its

@@ -101,10 +101,7 @@ class CudaPinnedHost : public PinnedPool::Host {
   }
   void free_pinned(void* ptr) override { cudaFreeHost(ptr); }  // also from destructors: no throw
   bool event_done(void* event) override {
-    const cudaError_t q = cudaEventQuery(static_cast<cudaEvent_t>(event));
-    if (q == cudaErrorNotReady) return false;
-    FURNACE_CUDA_CHECK(q);
-    return true;
+    return FURNACE_CUDA_QUERY(cudaEventQuery(static_cast<cudaEvent_t>(event)));
   }
   void wait_event(void* event) override { cudaEventSynchronize(static_cast<cudaEvent_t>(event)); }
   void release_event(void* event) override { cudaEventDestroy(static_cast<cudaEvent_t>(event)); }

@@ -49,6 +49,20 @@ inline int current_device_or_minus_one() {
 
 namespace furnace::cuda {
 
+// cudaEventQuery / cudaStreamQuery: true when done, false when not yet (cudaErrorNotReady, which
+// the runtime also records as this thread's last error: cleared here, or the next launch check,
+// cudaGetLastError or CUB's cudaPeekAtLastError, would report "device not ready"); throws
+// otherwise.
+inline bool query_done(cudaError_t q, const char* statement, const char* file, int line) {
+  if (q == cudaSuccess) return true;
+  if (q == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  throw_error("CUDA", cudaGetErrorString(q), statement, file, line);
+}
+#define FURNACE_CUDA_QUERY(expr) ::furnace::cuda::query_done((expr), #expr, __FILE__, __LINE__)
+
 // Makes `device` current for the lifetime of the guard, as c10::cuda::CUDAGuard. The current
 // device is per host thread, so DataParallel's workers each keep their own.
 class DeviceGuard {

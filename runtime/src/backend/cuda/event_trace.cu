@@ -129,12 +129,10 @@ void EventTrace::flush_locked(bool wait) {
     if (wait) {
       FURNACE_CUDA_CHECK(cudaEventSynchronize(s.stop));
     } else {
-      const cudaError_t q = cudaEventQuery(s.stop);
-      if (q == cudaErrorNotReady) {
+      if (!FURNACE_CUDA_QUERY(cudaEventQuery(s.stop))) {
         ++it;
         continue;
       }
-      FURNACE_CUDA_CHECK(q);
     }
     // A span waits for its cost only while its kernel may still be reported; once flushed with
     // wait (synchronize, destruction) it goes out as it is.

@@ -63,9 +63,7 @@ void NcclComms::wait(const std::vector<int>& devices, const std::vector<cudaStre
                        << ", device " << devices[i] << ", reported by ncclCommGetAsyncError)";
       }
       if (done[i]) continue;
-      const cudaError_t q = cudaStreamQuery(streams[i]);
-      if (q == cudaErrorNotReady) continue;
-      FURNACE_CUDA_CHECK(q);
+      if (!FURNACE_CUDA_QUERY(cudaStreamQuery(streams[i]))) continue;
       done[i] = true;
       --pending;
     }

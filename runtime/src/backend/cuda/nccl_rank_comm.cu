@@ -301,6 +301,7 @@ class NcclRankComm final : public RankCommunicator {
     for (;;) {
       const cudaError_t e = cudaStreamQuery(stream);
       if (e != cudaErrorNotReady) return e == cudaSuccess;
+      (void)cudaGetLastError();  // NotReady is recorded as this thread's last error
       if (Clock::now() - start > timeout_) return false;
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }

@@ -50,6 +50,7 @@ std::vector<std::pair<std::string, std::string>> worker_environment(const Launch
       {"TORCHELASTIC_MAX_RESTARTS", "0"},
       {"TORCHELASTIC_RUN_ID", l.run_id},
       {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+      {"FURNACE_LAUNCHER", "furnace launch"},
   };
 }
 
@@ -94,7 +95,8 @@ std::optional<WorkerEnv> worker_env_from_environment(const GetEnv& getenv_fn) {
                     name + " expected, but not set");
       return v;
     };
-    w.launcher = "torchrun";
+    const char* launcher = get("FURNACE_LAUNCHER");  // torchrun's variables, set by furnace launch
+    w.launcher = launcher && std::string_view(launcher) == "furnace launch" ? "furnace launch" : "torchrun";
     w.world_size = number("WORLD_SIZE", required("WORLD_SIZE"), 1, kMaxRanks);
     w.rank = number("RANK", required("RANK"), 0, w.world_size - 1);
     w.master_addr = required("MASTER_ADDR");
@@ -146,7 +148,7 @@ std::optional<WorkerEnv> worker_env_from_environment(const GetEnv& getenv_fn) {
 const std::vector<std::string>& worker_variable_names() {
   static const std::vector<std::string> names = {
       "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
-      "TORCHELASTIC_RUN_ID", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+      "TORCHELASTIC_RUN_ID", "FURNACE_LAUNCHER", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
       "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", "SLURM_LOCALID", "SLURM_NODEID",
       "SLURM_STEP_TASKS_PER_NODE"};
   return names;

@@ -218,7 +218,7 @@ class CudaOps final : public OpTable {
 
   void mul_scalar(DeviceStream w, float* out, const float* in, float alpha, int64_t n) override {
     On on(r_, w);
-    ScopedSpan span(r_.events(), w.device, on.stream, w.stream, "mul_scalar");
+    ScopedSpan span(r_.events(), w.device, on.stream, w.stream, "mul");  // ops.cpp reports "mul"
     cuda::mul_scalar(on.stream, out, in, alpha, n, on.max_blocks);
   }
 
