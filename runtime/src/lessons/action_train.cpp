@@ -48,6 +48,7 @@ void add_ddp(const DdpReport& d, Observables& out) {
 void run_train(const TrainSetup& s, Observables& out, TraceBus* trace) {
   Scenario sc = s.scenario;
   if (sc.data_dir.empty()) sc.data_dir = lesson_data_dir();
+  sc.echo_warnings = false;  // the step's results show them (observable `warnings`)
   TraceBus local;
   TraceBus& bus = trace ? *trace : local;
 

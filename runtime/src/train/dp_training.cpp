@@ -32,8 +32,8 @@ Tensor host_view(const std::vector<float>& v, Shape shape) {
 
 DpTraining::DpTraining(Runtime& rt, MLP& model, const Scenario& sc, const ProcessRecord& process)
     : rt_(rt), batch_(sc.batch) {
-  auto warn = [this](const std::string& m) {
-    print_user_warning(m);  // Python prints a warning on stderr when it is raised
+  auto warn = [this, echo = sc.echo_warnings](const std::string& m) {
+    if (echo) print_user_warning(m);  // Python prints a warning on stderr when it is raised
     warnings_.push_back(m);
   };
   try {
@@ -47,7 +47,7 @@ DpTraining::DpTraining(Runtime& rt, MLP& model, const Scenario& sc, const Proces
   if (const std::optional<parallel::Imbalance>& im = dp_->imbalance()) {
     warning_notes_.push_back(parallel::explain_imbalance(*im, process.topology, process.visibility, false));
     warned_gpu_ = parallel::named_gpu(im->min_id, process.topology, process.visibility);
-    std::fprintf(stderr, "furnace note: %s\n", warning_notes_.back().c_str());  // right under the warning
+    if (sc.echo_warnings) std::fprintf(stderr, "furnace note: %s\n", warning_notes_.back().c_str());  // under it
   }
   for (int d : devices()) start_s_ = std::max(start_s_, rt_.backend().device_time(d));
 }

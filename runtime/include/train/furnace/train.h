@@ -105,6 +105,9 @@ struct Scenario {
   std::string loading = "off";
   bool track_accuracy = false;  // report each training batch's accuracy in Progress (one extra
                                 // argmax kernel per step, as `(out.argmax(1) == y).sum()`)
+  // Print a UserWarning on stderr when it is raised, as Python does (and Furnace's note under it);
+  // false where the caller shows the warnings itself (a lesson step's results). Not saved.
+  bool echo_warnings = true;
   bool allow_tf32 = false;  // torch.backends.cuda.matmul.allow_tf32: fp32 GEMMs on TF32 tensor
                             // cores (cuda backend; the simulator's GEMMs stay exact fp32)
 
