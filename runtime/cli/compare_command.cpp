@@ -5,7 +5,6 @@
 // communication hidden behind backward. `--json` prints the same as one object.
 // Not here: the runs themselves (TrainingRun, runtime/src/train).
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -75,9 +74,6 @@ std::vector<std::pair<double, double>> busy_idle(const TrainResult& r) {
     for (const DdpRankReport& t : r.ddp->ranks)
       if (static_cast<size_t>(t.device) < out.size()) out[static_cast<size_t>(t.device)] = {t.busy_s, t.idle_s};
   if (!r.dp && !r.ddp && !out.empty()) out[0] = {r.modelled_step_s, 0.0};
-  // step - busy leaves rounding noise (1e-19 s) where a GPU never waits: that is no wait.
-  for (auto& [busy, idle] : out)
-    if (std::abs(idle) < 1e-12) idle = 0.0;
   return out;
 }
 

@@ -42,8 +42,7 @@ std::vector<std::string> empty_values_explicit(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--") options = false;
-    if (options && i > 0 && a.size() > 3 && a.rfind("--", 0) == 0 && a.back() == '=' &&
-        a.find('=') == a.size() - 1) {
+    if (options && i > 0 && a.size() > 3 && a.rfind("--", 0) == 0 && a.find('=') == a.size() - 1) {
       out.push_back(a.substr(0, a.size() - 1));
       out.emplace_back();
       continue;

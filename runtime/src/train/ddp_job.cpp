@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "furnace/error.h"
+#include "train/idle_time.h"  // defines: idle_seconds
 
 namespace furnace {
 
@@ -36,7 +37,7 @@ TrainResult combine_ddp_ranks(TrainResult out, const std::vector<DdpRankSummary>
   double comm = 0, exposed = 0;
   for (size_t i = 0; i < ranks.size(); ++i) {
     DdpRankReport rank = ranks[i].report;
-    rank.idle_s = std::max(0.0, report.step_s - (rank.busy_s - (rank.comm_s - rank.exposed_s)));
+    rank.idle_s = idle_seconds(report.step_s, rank.busy_s - (rank.comm_s - rank.exposed_s));
     comm += rank.comm_s;
     exposed += rank.exposed_s;
     report.ranks.push_back(rank);

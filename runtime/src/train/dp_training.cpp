@@ -10,6 +10,7 @@
 
 #include "furnace/error.h"      // defines: Error, FURNACE_CHECK
 #include "furnace/imbalance.h"  // defines: explain_imbalance
+#include "train/idle_time.h"     // defines: idle_seconds
 
 namespace furnace {
 namespace {
@@ -124,7 +125,7 @@ DpReport DpTraining::report(int64_t steps) const {
     t.reduce = at(DpPhase::reduce);
     t.optimizer = at(DpPhase::optimizer);
     t.busy = t.scatter + t.replicate + t.compute + t.gather + t.reduce + t.optimizer;
-    t.idle = std::max(0.0, r.step_s - t.busy);
+    t.idle = idle_seconds(r.step_s, t.busy);
     r.per_device.push_back(t);
   }
   return r;
