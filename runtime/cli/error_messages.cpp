@@ -11,6 +11,9 @@ namespace {
 // English template -> Chinese template, each "{}" standing for the same text in both, in order.
 const std::vector<std::pair<std::string, std::string>>& zh_catalogue() {
   static const std::vector<std::pair<std::string, std::string>> lines = {
+      // The longer line first: the shorter one's last "{}" would take the rest of it.
+      {"no lesson '{}' (lessons: {}); lessons that do not load are not listed (`furnace lesson list` says why)",
+       "没有叫 '{}' 的课程（现有的课程：{}）；无法载入的课程不在其中（`furnace lesson list` 会说明原因）"},
       {"no lesson '{}' (lessons: {})", "没有叫 '{}' 的课程（现有的课程：{}）"},
       {"--step {}: lesson {} has steps 1..{}", "--step {}：课程 {} 只有第 1 到第 {} 步"},
       {"lesson check: give a lesson id or --all (not both)",

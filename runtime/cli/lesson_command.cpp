@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -82,24 +83,35 @@ std::vector<lesson::Lesson> load_or_exit(const LessonOptions& o) {
   return lessons;
 }
 
+std::string lesson_ids(const std::vector<lesson::Lesson>& lessons) {
+  std::string known;
+  for (const lesson::Lesson& l : lessons) known += (known.empty() ? "" : ", ") + l.id;
+  return known;
+}
+
 // The lessons, for a command about lesson `id` alone: another folder that does not load is no
-// reason to refuse this one (its errors are printed, and exit 2, only when `id` is not among them).
+// reason to refuse this one. When `id` is not among them, the folder named `id` failing to load is
+// the reason (its errors, exit 2); otherwise there is no such lesson, and the line says so even
+// when other folders are broken.
 std::vector<lesson::Lesson> load_for(const LessonOptions& o, const std::string& id) {
   std::vector<std::string> errors;
-  std::vector<lesson::Lesson> lessons = lesson::load_lessons(lesson::lessons_dir(o.lessons_dir), &errors);
+  const std::string dir = lesson::lessons_dir(o.lessons_dir);
+  std::vector<lesson::Lesson> lessons = lesson::load_lessons(dir, &errors);
   for (const lesson::Lesson& l : lessons)
     if (l.id == id) return lessons;
-  for (const std::string& e : errors) std::fprintf(stderr, "furnace: error: %s\n", e.c_str());
-  if (!errors.empty()) throw ExitCode{2};
-  return lessons;
+  std::error_code ec;
+  if (!errors.empty() && !id.empty() && std::filesystem::is_directory(std::filesystem::path(dir) / id, ec)) {
+    for (const std::string& e : errors) std::fprintf(stderr, "furnace: error: %s\n", e.c_str());
+    throw ExitCode{2};
+  }
+  FURNACE_FAIL() << "no lesson '" << id << "' (lessons: " << lesson_ids(lessons) << ")"
+                 << (errors.empty() ? "" : "; lessons that do not load are not listed (`furnace lesson list` says why)");
 }
 
 const lesson::Lesson& find_lesson(const std::vector<lesson::Lesson>& lessons, const std::string& id) {
   for (const lesson::Lesson& l : lessons)
     if (l.id == id) return l;
-  std::string known;
-  for (const lesson::Lesson& l : lessons) known += (known.empty() ? "" : ", ") + l.id;
-  FURNACE_FAIL() << "no lesson '" << id << "' (lessons: " << known << ")";
+  FURNACE_FAIL() << "no lesson '" << id << "' (lessons: " << lesson_ids(lessons) << ")";
 }
 
 void print_checks(const lesson::Step& step, const lesson::StepOutcome& out, Lang lang, bool color) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_arguments.h"  // defines: parse_arguments
 #include "commands.h"
 #include "furnace/address_limits.h"
 #include "error_messages.h"  // defines: LocalizedError
@@ -30,26 +31,6 @@ int delivered(int status) {
   std::fprintf(stderr, "furnace: error: cannot write to standard output: %s\n",
                why ? std::strerror(why) : "an earlier write to it failed");
   return status ? status : 1;
-}
-
-// CLI11 reads `--name=` (nothing after the '=') as the option without a value and takes the next
-// argument as its value: `--device-ids= --steps 2` would set device_ids to "--steps" and leave
-// "2" unexpected. Given as `--name ""`, the empty value reaches the option (which then judges it,
-// as `--device-ids ''` is "list index out of range"). After a lone `--` nothing is an option.
-std::vector<std::string> empty_values_explicit(int argc, char** argv) {
-  std::vector<std::string> out;
-  bool options = true;
-  for (int i = 0; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--") options = false;
-    if (options && i > 0 && a.size() > 3 && a.rfind("--", 0) == 0 && a.find('=') == a.size() - 1) {
-      out.push_back(a.substr(0, a.size() - 1));
-      out.emplace_back();
-      continue;
-    }
-    out.push_back(a);
-  }
-  return out;
 }
 
 }  // namespace
@@ -81,11 +62,8 @@ int run(int argc, char** argv) {
       return 2;
     }
   }
-  std::vector<std::string> args = empty_values_explicit(argc, argv);
-  std::vector<char*> arg_ptrs;
-  for (std::string& a : args) arg_ptrs.push_back(a.data());
   try {
-    app.parse(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
+    furnace::cli::parse_arguments(app, argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return delivered(app.exit(e));
   } catch (const CLI::CallForAllHelp& e) {

@@ -107,11 +107,20 @@ TEST_F(LessonCli, ABrokenFolderDoesNotStopAnotherLesson) {
   EXPECT_NE(r.out.find("PASS  01-tiny [en]"), std::string::npos) << r.out;
   r = furnace("lesson --lessons-dir " + dir + " run 01-tiny");
   EXPECT_EQ(r.status, 0) << r.out << r.err;
-  // The broken folder still stops what needs every lesson, and a lesson that is not there.
+  // The broken folder still stops what needs every lesson, and the lesson it holds.
   EXPECT_EQ(furnace("lesson --lessons-dir " + dir + " check --all").status, 2);
   r = furnace("lesson --lessons-dir " + dir + " check 02-broken");
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_NE(r.err.find("02-broken/lesson.toml"), std::string::npos) << r.err;
+  // A mistyped id is "no lesson" even beside a broken folder (it used to print the broken folder's
+  // errors and nothing about the id).
+  r = furnace("lesson --lessons-dir " + dir + " run 01-tiyn");
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.err,
+            "furnace: error: no lesson '01-tiyn' (lessons: 01-tiny); lessons that do not load are not listed "
+            "(`furnace lesson list` says why)\n");
+  r = furnace("lesson --lessons-dir " + dir + " run 01-tiyn --lang zh");
+  EXPECT_NE(r.err.find("没有叫 '01-tiyn' 的课程（现有的课程：01-tiny）；无法载入的课程不在其中"), std::string::npos) << r.err;
 }
 
 TEST_F(LessonCli, BadArgumentsGetOneLine) {

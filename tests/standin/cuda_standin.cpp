@@ -3,7 +3,8 @@
 // `furnace` (or into a test) so that the CUDA backend's host side runs on a machine without a GPU:
 // device discovery, the CUDA_VISIBLE_DEVICES mapping, the driver errors, out of memory at
 // cudaMalloc. It is NOT a GPU: device memory is host memory, copies are memcpy, streams and events
-// are host-synchronous, and no kernel or GEMM runs (a launch fails with cudaErrorNotSupported and a
+// are host-synchronous (though a query may be told to answer "not ready" first), and no kernel or
+// GEMM runs (a launch fails with cudaErrorNotSupported and a
 // line on stderr). Nothing measured under it is a GPU result.
 //
 // It exports every cudart / cuBLAS symbol the cuda backend imports (`nm -D --undefined-only
@@ -21,6 +22,13 @@
 //   FURNACE_STANDIN_NAME=S              every GPU's name (default "NVIDIA H200 (stand-in)")
 //   FURNACE_STANDIN_MEMORY_MIB=M        each GPU's memory (default 143771, an H200's)
 //   FURNACE_STANDIN_CONTEXT_MIB=C       what a CUDA context takes on a GPU once created (default 500)
+//   FURNACE_STANDIN_NOT_READY=Q         work in flight: a recorded event, or a stream given work,
+//                                       answers up to Q queries (cudaEventQuery, cudaStreamQuery)
+//                                       with cudaErrorNotReady, which the runtime also records as the
+//                                       thread's last error, before it is complete; completing it
+//                                       completes what came before it on its stream; synchronizing
+//                                       completes it at once; cudaEventElapsedTime is not ready until
+//                                       both events are complete (default 0: done when queued)
 //   CUDA_VISIBLE_DEVICES                integer ordinals and GPU-UUID prefixes, the first invalid
 //                                       entry ends the list (semantics.md section 1); an empty
 //                                       list: no device (cudaErrorNoDevice)
@@ -64,6 +72,8 @@ struct Machine {
   std::vector<int> visible;  // logical -> physical
   std::map<void*, std::pair<int, size_t>> allocations;  // ptr -> (logical device, bytes)
   std::map<const void*, std::string> kernels;            // host stub -> device name
+  std::atomic<int> not_ready_queries{0};                 // FURNACE_STANDIN_NOT_READY
+  std::atomic<long> not_ready_answers{0};                // how often a query answered "not ready"
 };
 
 Machine& machine() {
@@ -158,6 +168,7 @@ void init_machine(Machine& m) {
     m.physical.push_back(g);
   }
   m.visible = parse_visible(std::getenv("CUDA_VISIBLE_DEVICES"), m.physical);
+  m.not_ready_queries = static_cast<int>(env_long("FURNACE_STANDIN_NOT_READY", 0));
 }
 
 // cuInit's answer for this process: success, or why the runtime cannot start.
@@ -186,8 +197,68 @@ void touch_context(int device) {
   logical(device).context = true;
 }
 
-struct Stream { int device; };
-struct Event { int device; std::chrono::steady_clock::time_point at; bool recorded = false; };
+// Work in flight, in stream order: a stream numbers what it is given (`queued`); everything up to
+// `done` has completed. An event is done once its stream has completed it (the null stream and
+// an event never recorded: at once). Before it is, a query answers cudaErrorNotReady, at most
+// FURNACE_STANDIN_NOT_READY times (`pending`), then finds the work done; synchronizing completes
+// it at once. Completing work completes everything queued before it on the stream, as on a GPU.
+struct Stream {
+  int device;
+  long queued = 0;
+  long done = 0;
+  int pending = 0;
+};
+struct Event {
+  int device;
+  std::chrono::steady_clock::time_point at;
+  bool recorded = false;
+  Stream* stream = nullptr;  // where it was last recorded (nullptr: the null stream)
+  long position = 0;         // its place in that stream's work
+  int pending = 0;
+};
+
+// The live streams and events (cudaDeviceSynchronize completes them all; a destroyed stream's
+// events are complete); one mutex for all of their fields.
+struct InFlight {
+  std::mutex mu;
+  std::vector<Stream*> streams;
+  std::vector<Event*> events;
+};
+InFlight& in_flight() {
+  static InFlight* f = new InFlight;  // never destroyed, as machine()
+  return *f;
+}
+
+bool completed(const Event& e) { return !e.stream || e.position <= e.stream->done; }
+void complete(Event& e) {
+  if (e.stream) e.stream->done = std::max(e.stream->done, e.position);
+  e.pending = 0;
+}
+void complete(Stream& s) {
+  s.done = s.queued;
+  s.pending = 0;
+}
+
+// New work on `s` (nullptr, the null stream, is done when it returns). Caller holds the mutex.
+long give_work_locked(cudaStream_t s) {
+  if (!s) return 0;
+  auto* stream = reinterpret_cast<Stream*>(s);
+  stream->pending = machine().not_ready_queries.load();
+  return ++stream->queued;
+}
+void give_work(cudaStream_t s) {
+  std::lock_guard<std::mutex> lock(in_flight().mu);
+  give_work_locked(s);
+}
+
+// One query of work not yet complete: cudaErrorNotReady while `pending` lasts (false), then done
+// (true). Caller holds the mutex.
+bool still_running(int& pending) {
+  if (pending <= 0) return false;
+  --pending;
+  ++machine().not_ready_answers;
+  return true;
+}
 
 }  // namespace
 
@@ -303,6 +374,9 @@ cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int d) {
 }
 cudaError_t cudaDeviceSynchronize() {
   STANDIN_INIT();
+  std::lock_guard<std::mutex> lock(in_flight().mu);
+  for (Stream* s : in_flight().streams)
+    if (s->device == current_device) complete(*s);
   return cudaSuccess;
 }
 cudaError_t cudaDeviceCanAccessPeer(int* can, int a, int b) {
@@ -365,81 +439,129 @@ cudaError_t cudaFreeHost(void* p) {
   std::free(p);
   return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t) {
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t s) {
   STANDIN_INIT();
   std::memmove(dst, src, bytes);
+  give_work(s);
   return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind k) {
   return cudaMemcpyAsync(dst, src, bytes, k, nullptr);
 }
-cudaError_t cudaMemcpyPeerAsync(void* dst, int, const void* src, int, size_t bytes, cudaStream_t) {
+cudaError_t cudaMemcpyPeerAsync(void* dst, int, const void* src, int, size_t bytes, cudaStream_t s) {
   STANDIN_INIT();
   std::memmove(dst, src, bytes);
+  give_work(s);
   return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s) {
   STANDIN_INIT();
   std::memset(p, value, bytes);
+  give_work(s);
   return cudaSuccess;
 }
 
-// ---- streams and events: everything is already done when it is queued -----------------------------
+// ---- streams and events: the work is done when it is queued; queries may say otherwise ---------
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
   STANDIN_INIT();
   touch_context(current_device);
-  *s = reinterpret_cast<cudaStream_t>(new Stream{current_device});
+  auto* stream = new Stream{current_device};
+  std::lock_guard<std::mutex> lock(in_flight().mu);
+  in_flight().streams.push_back(stream);
+  *s = reinterpret_cast<cudaStream_t>(stream);
   return cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  delete reinterpret_cast<Stream*>(s);
+  auto* stream = reinterpret_cast<Stream*>(s);
+  std::lock_guard<std::mutex> lock(in_flight().mu);
+  std::vector<Stream*>& streams = in_flight().streams;
+  streams.erase(std::remove(streams.begin(), streams.end(), stream), streams.end());
+  for (Event* e : in_flight().events)  // the driver completes a destroyed stream's work
+    if (e->stream == stream) e->stream = nullptr;
+  delete stream;
   return cudaSuccess;
 }
-cudaError_t cudaStreamQuery(cudaStream_t) {
+cudaError_t cudaStreamQuery(cudaStream_t s) {
   STANDIN_INIT();
+  if (!s) return cudaSuccess;
+  auto* stream = reinterpret_cast<Stream*>(s);
+  std::lock_guard<std::mutex> lock(in_flight().mu);
+  if (stream->done < stream->queued && still_running(stream->pending)) return fail(cudaErrorNotReady);
+  complete(*stream);
   return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) {
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   STANDIN_INIT();
+  std::lock_guard<std::mutex> lock(in_flight().mu);
+  if (s) complete(*reinterpret_cast<Stream*>(s));
   return cudaSuccess;
 }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned) {
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t, unsigned) {
   STANDIN_INIT();
+  give_work(s);
   return cudaSuccess;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
   STANDIN_INIT();
-  *e = reinterpret_cast<cudaEvent_t>(new Event{current_device, {}, false});
+  auto* event = new Event{current_device, {}, false};
+  std::lock_guard<std::mutex> lock(in_flight().mu);
+  in_flight().events.push_back(event);
+  *e = reinterpret_cast<cudaEvent_t>(event);
   return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, 0); }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
-  delete reinterpret_cast<Event*>(e);
+  auto* event = reinterpret_cast<Event*>(e);
+  std::lock_guard<std::mutex> lock(in_flight().mu);
+  std::vector<Event*>& events = in_flight().events;
+  events.erase(std::remove(events.begin(), events.end(), event), events.end());
+  delete event;
   return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   STANDIN_INIT();
   auto* ev = reinterpret_cast<Event*>(e);
+  std::lock_guard<std::mutex> lock(in_flight().mu);
   ev->at = std::chrono::steady_clock::now();
   ev->recorded = true;
+  ev->stream = reinterpret_cast<Stream*>(s);
+  ev->position = give_work_locked(s);
+  ev->pending = machine().not_ready_queries.load();
   return cudaSuccess;
 }
-cudaError_t cudaEventQuery(cudaEvent_t) {
+cudaError_t cudaEventQuery(cudaEvent_t e) {
   STANDIN_INIT();
+  auto* ev = reinterpret_cast<Event*>(e);
+  std::lock_guard<std::mutex> lock(in_flight().mu);
+  if (!completed(*ev) && still_running(ev->pending)) return fail(cudaErrorNotReady);
+  complete(*ev);
   return cudaSuccess;
 }
-cudaError_t cudaEventSynchronize(cudaEvent_t) {
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   STANDIN_INIT();
+  std::lock_guard<std::mutex> lock(in_flight().mu);
+  complete(*reinterpret_cast<Event*>(e));
   return cudaSuccess;
 }
+// cudaErrorNotReady while either event is not complete, as the runtime answers.
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
   STANDIN_INIT();
   const auto* x = reinterpret_cast<Event*>(a);
   const auto* y = reinterpret_cast<Event*>(b);
+  std::lock_guard<std::mutex> lock(in_flight().mu);
   if (!x->recorded || !y->recorded) return fail(cudaErrorInvalidResourceHandle);
+  if (!completed(*x) || !completed(*y)) return fail(cudaErrorNotReady);
   *ms = std::chrono::duration<float, std::milli>(y->at - x->at).count();
   return cudaSuccess;
 }
+
+// For the tests (dlsym): FURNACE_STANDIN_NOT_READY from now on, and how many queries answered
+// cudaErrorNotReady so far.
+void furnace_standin_set_not_ready(int queries) {
+  driver_status();  // reads the environment first, which would otherwise overwrite this later
+  machine().not_ready_queries = queries;
+}
+long furnace_standin_not_ready_answers() { return machine().not_ready_answers.load(); }
 
 // ---- kernels: registered so launches can be named, never run ---------------------------------
 cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, const void*) {

@@ -6,8 +6,11 @@
 // is a GPU result; the GPU tests are tests/cuda (SKIPPED without a device).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cuda_runtime_api.h>  // defines: CUDART_VERSION
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -89,12 +92,20 @@ TEST(StandinDiscovery, DevicesMapThroughCudaVisibleDevicesAsTheRuntimeReportsThe
 // The first finding: the backend saw 0 devices where the runtime reported one, and every
 // run stopped at its first tensor. Now `furnace train` gets to its first kernel, which the stand-in
 // cannot run, and says so.
+// With a trace and work still in flight at each query (the copies' events, the trace's spans), it
+// gets as far: no "device not ready" on the way.
 TEST(StandinDiscovery, TrainingGetsPastEnumerationAndAllocationToItsFirstKernel) {
-  const auto r = furnace_with_standin("FURNACE_STANDIN_GPUS=1", "train --backend cuda --steps 2 --quiet" + kData);
-  EXPECT_NE(r.status, 0);
-  EXPECT_EQ(r.err.find("invalid device ordinal"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("furnace CUDA stand-in: kernel "), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("furnace: error: CUDA error: operation not supported (device 0, "), std::string::npos) << r.err;
+  const std::string trace = ::testing::TempDir() + "standin-trace-" + std::to_string(::getpid()) + ".json";
+  for (const std::string& extra : {std::string(), " --trace " + trace}) {
+    const std::string env = extra.empty() ? "FURNACE_STANDIN_GPUS=1" : "FURNACE_STANDIN_GPUS=1 FURNACE_STANDIN_NOT_READY=3";
+    const auto r = furnace_with_standin(env, "train --backend cuda --steps 2 --quiet" + kData + extra);
+    EXPECT_NE(r.status, 0);
+    EXPECT_EQ(r.err.find("invalid device ordinal"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("furnace CUDA stand-in: kernel "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("furnace: error: CUDA error: operation not supported (device 0, "), std::string::npos)
+        << env << extra << "\n" << r.err;
+  }
+  std::remove(trace.c_str());
 }
 
 // The backend's own view of the mapping, in the trainer's ordinal check.

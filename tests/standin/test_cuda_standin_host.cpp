@@ -92,6 +92,59 @@ TEST_F(StandinHost, CopiesAndMemsetReachTheRuntimeWithTheRightBytes) {
   EXPECT_EQ(dst, std::vector<float>(4096, 0.0f));
 }
 
+// Work still in flight: the stand-in answers the first two queries of each recorded event and each
+// stream given work with cudaErrorNotReady, which the runtime also leaves as the thread's last
+// error. The backend polls in two places here, the pinned pool (is the copy that read a block
+// done?) and the trace (have a span's events completed?); each must clear that error, as PyTorch's
+// CUDAEvent::query does, or the next launch check (cudaGetLastError after a kernel, CUB's
+// cudaPeekAtLastError) would fail with "device not ready".
+TEST_F(StandinHost, PollingWorkStillInFlightLeavesNoErrorForTheNextLaunchCheck) {
+  using SetNotReady = void (*)(int);
+  using Answers = long (*)();
+  using LastError = int (*)();
+  const auto set_not_ready = reinterpret_cast<SetNotReady>(dlsym(RTLD_DEFAULT, "furnace_standin_set_not_ready"));
+  const auto not_ready_answers = reinterpret_cast<Answers>(dlsym(RTLD_DEFAULT, "furnace_standin_not_ready_answers"));
+  const auto peek_last_error = reinterpret_cast<LastError>(dlsym(RTLD_DEFAULT, "cudaPeekAtLastError"));
+  ASSERT_TRUE(set_not_ready && not_ready_answers && peek_last_error);
+  struct Restore {
+    SetNotReady set;
+    ~Restore() { set(0); }
+  } restore{set_not_ready};
+  set_not_ready(2);
+
+  TraceBus bus;
+  std::vector<TraceEvent> spans;
+  const int subscription = bus.subscribe([&](const TraceEvent& e) { spans.push_back(e); });
+  const size_t n = 4096;
+  std::vector<float> src(n), dst(n, 0.0f);
+  for (size_t i = 0; i < n; ++i) src[i] = static_cast<float>(i) * 0.25f;
+  {
+    Runtime rt(cuda::make_backend(&bus), bus);
+    Tensor t = Tensor::empty(rt, Device::cuda(0), {static_cast<int64_t>(n)});
+    const long before = not_ready_answers();
+    // The second pinned copy finds the first one's block still being read; the device clock then
+    // polls both copies' spans.
+    rt.backend().copy(CopyKind::h2d, t.raw(), 0, src.data(), -1, n * sizeof(float), 0, /*pinned=*/true);
+    EXPECT_EQ(peek_last_error(), 0) << "a pinned copy left an error behind";
+    rt.backend().copy(CopyKind::h2d, t.raw(), 0, src.data(), -1, n * sizeof(float), 0, /*pinned=*/true);
+    EXPECT_EQ(peek_last_error(), 0) << "polling the pinned pool's event left cudaErrorNotReady behind";
+    const long after_pool = not_ready_answers();
+    EXPECT_GT(after_pool, before) << "the pinned pool never polled a copy in flight: this test tests nothing";
+    EXPECT_GT(rt.backend().device_time(0), 0.0);
+    EXPECT_EQ(peek_last_error(), 0) << "polling the trace's spans left cudaErrorNotReady behind";
+    EXPECT_GT(not_ready_answers(), after_pool) << "the trace never polled a span in flight";
+    OpContext ctx{rt, 0, 0};
+    ops::copy_to_host(ctx, dst.data(), t);
+    EXPECT_EQ(dst, src);
+    rt.backend().synchronize(0);
+    EXPECT_EQ(peek_last_error(), 0);
+  }
+  bus.unsubscribe(subscription);
+  int copies = 0;
+  for (const TraceEvent& e : spans) copies += e.kind == EventKind::copy && e.name == std::string("h2d");
+  EXPECT_GE(copies, 2) << "the copies' spans were never emitted once done";
+}
+
 TEST_F(StandinHost, OutOfMemoryAtCudaMallocIsPyTorchsErrorAndTheAllocatorStaysUsable) {
   TraceBus bus;
   Runtime rt(cuda::make_backend(&bus), bus);

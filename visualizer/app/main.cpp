@@ -23,6 +23,7 @@
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
 
+#include "cli_arguments.h"  // defines: parse_arguments (runtime/cli)
 #include "controller.h"   // defines: Controller, parse_hidden
 #include "frame_stats.h"  // defines: FrameStats
 #include "png_file.h"     // defines: write_png_file
@@ -476,7 +477,7 @@ int main(int argc, char** argv) {
   cli.add_flag("--no-cjk", o.no_cjk, "skip the Chinese glyphs (a smaller font atlas)");
   cli.add_flag("--frame-stats", o.frame_stats, "print frame-time percentiles (p50, p99) at exit");
   try {
-    cli.parse(argc, argv);
+    furnace::cli::parse_arguments(cli, argc, argv);  // `--name=` is an empty value, never 0
   } catch (const CLI::Success& e) {  // --help
     return cli.exit(e);
   } catch (const CLI::ParseError& e) {

@@ -19,7 +19,7 @@
 
 #include "furnace/backend.h"
 #include "furnace/error.h"
-#include "furnace/stop_signals.h"  // defines: stop_signal, stop_signal_name
+#include "furnace/stop_signals.h"  // defines: stop_signal, stop_signal_name, StopAtOnce
 
 namespace furnace {
 namespace {
@@ -105,16 +105,24 @@ class GlooProcessGroup final : public GlooGroup {
     context_->setTimeout(options_.timeout);
     StoreAdapter adapter(store);
     gloo::rendezvous::PrefixStore prefixed("gloo", adapter);
-    try {
-      context_->connectFullMesh(prefixed, device_);
-    } catch (const std::exception& e) {
-      // Told to stop (the launcher's SIGTERM after another rank failed) is not a timeout.
-      if (const int sig = stop_signal())
-        FURNACE_FAIL() << "ProcessGroup (gloo): rank " << rank_ << " of " << size_ << " stopped by "
-                       << stop_signal_name(sig) << " while connecting to the other ranks";
-      FURNACE_FAIL() << "ProcessGroup (gloo): rank " << rank_ << " of " << size_ << " could not connect to the "
-                     << "other ranks within " << options_.timeout.count() << " ms: " << gloo_reason(e);
+    // Gloo's pairs wait for their peers in their own loop: the launcher's SIGTERM (another rank
+    // failed) would only be seen when that loop times out, and the launcher kills after 5 s. Here
+    // nothing is saved yet, so the signal ends the process at once, with the same line.
+    const std::string who = "ProcessGroup (gloo): rank " + std::to_string(rank_) + " of " + std::to_string(size_);
+    const std::string stopped = " while connecting to the other ranks";
+    const StopAtOnce at_once("furnace: error: " + who + " stopped by ", stopped + "\n");
+    std::string failure;
+    if (const int sig = stop_signal()) {  // before the guard: not yet told to stop at once
+      failure = who + " stopped by " + stop_signal_name(sig) + stopped;
+    } else {
+      try {
+        context_->connectFullMesh(prefixed, device_);
+      } catch (const std::exception& e) {
+        failure = who + " could not connect to the other ranks within " + std::to_string(options_.timeout.count()) +
+                  " ms: " + gloo_reason(e);
+      }
     }
+    FURNACE_CHECK(failure.empty()) << failure;
   }
 
   int rank() const override { return rank_; }

@@ -5,6 +5,8 @@
 // Not here: what stopping means for each program (runtime/cli/train_command.cpp, visualizer/app).
 #pragma once
 
+#include <string>
+
 namespace furnace {
 
 // Installs the handlers for SIGINT, SIGTERM and SIGHUP (process-wide, any thread may receive them).
@@ -13,5 +15,20 @@ void install_stop_signals();
 int stop_signal();
 // "SIGINT", "SIGTERM", "SIGHUP", or "signal N".
 const char* stop_signal_name(int sig);
+
+// While one is alive, the first stop signal ends the process at once (status 128 + N) after the
+// line `before` + the signal's name + `after` on stderr: for a blocking call of a library that
+// never polls the flag (Gloo's connectFullMesh), where there is nothing to save yet. While one is
+// alive a second one does nothing (each line at most 255 bytes).
+class StopAtOnce {
+ public:
+  StopAtOnce(const std::string& before, const std::string& after);
+  ~StopAtOnce();
+  StopAtOnce(const StopAtOnce&) = delete;
+  StopAtOnce& operator=(const StopAtOnce&) = delete;
+
+ private:
+  bool owner_ = false;
+};
 
 }  // namespace furnace
