@@ -29,6 +29,9 @@
 //                                       completes what came before it on its stream; synchronizing
 //                                       completes it at once; cudaEventElapsedTime is not ready until
 //                                       both events are complete (default 0: done when queued)
+//   FURNACE_STANDIN_EVENT_STEP_S=T      the device clock events read: each cudaEventRecord advances it
+//                                       by T seconds (default 0: the host's steady clock), so an hour
+//                                       of device time passes in a test
 //   CUDA_VISIBLE_DEVICES                integer ordinals and GPU-UUID prefixes, the first invalid
 //                                       entry ends the list (semantics.md section 1); an empty
 //                                       list: no device (cudaErrorNoDevice)
@@ -74,6 +77,9 @@ struct Machine {
   std::map<const void*, std::string> kernels;            // host stub -> device name
   std::atomic<int> not_ready_queries{0};                 // FURNACE_STANDIN_NOT_READY
   std::atomic<long> not_ready_answers{0};                // how often a query answered "not ready"
+  double event_step_s = 0;  // FURNACE_STANDIN_EVENT_STEP_S (under InFlight's mutex)
+  double event_clock_s = 0; // the device clock when it advances by steps
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
 };
 
 Machine& machine() {
@@ -169,6 +175,14 @@ void init_machine(Machine& m) {
   }
   m.visible = parse_visible(std::getenv("CUDA_VISIBLE_DEVICES"), m.physical);
   m.not_ready_queries = static_cast<int>(env_long("FURNACE_STANDIN_NOT_READY", 0));
+  if (const char* step = std::getenv("FURNACE_STANDIN_EVENT_STEP_S"); step && *step) {
+    char* end = nullptr;
+    m.event_step_s = std::strtod(step, &end);
+    if (*end != '\0' || !(m.event_step_s >= 0)) {
+      std::fprintf(stderr, "furnace CUDA stand-in: FURNACE_STANDIN_EVENT_STEP_S='%s' is not a non-negative number\n", step);
+      std::exit(2);
+    }
+  }
 }
 
 // cuInit's answer for this process: success, or why the runtime cannot start.
@@ -210,7 +224,7 @@ struct Stream {
 };
 struct Event {
   int device;
-  std::chrono::steady_clock::time_point at;
+  double at_s = 0;  // when it completed on the stand-in's device clock
   bool recorded = false;
   Stream* stream = nullptr;  // where it was last recorded (nullptr: the null stream)
   long position = 0;         // its place in that stream's work
@@ -522,7 +536,9 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   STANDIN_INIT();
   auto* ev = reinterpret_cast<Event*>(e);
   std::lock_guard<std::mutex> lock(in_flight().mu);
-  ev->at = std::chrono::steady_clock::now();
+  Machine& m = machine();
+  ev->at_s = m.event_step_s > 0 ? (m.event_clock_s += m.event_step_s)
+                                : std::chrono::duration<double>(std::chrono::steady_clock::now() - m.started).count();
   ev->recorded = true;
   ev->stream = reinterpret_cast<Stream*>(s);
   ev->position = give_work_locked(s);
@@ -551,7 +567,7 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
   std::lock_guard<std::mutex> lock(in_flight().mu);
   if (!x->recorded || !y->recorded) return fail(cudaErrorInvalidResourceHandle);
   if (!completed(*x) || !completed(*y)) return fail(cudaErrorNotReady);
-  *ms = std::chrono::duration<float, std::milli>(y->at - x->at).count();
+  *ms = static_cast<float>((y->at_s - x->at_s) * 1e3);  // a float, as the runtime's: 0.25 ms apart after an hour
   return cudaSuccess;
 }
 
@@ -562,6 +578,12 @@ void furnace_standin_set_not_ready(int queries) {
   machine().not_ready_queries = queries;
 }
 long furnace_standin_not_ready_answers() { return machine().not_ready_answers.load(); }
+// FURNACE_STANDIN_EVENT_STEP_S from now on.
+void furnace_standin_set_event_step(double seconds) {
+  driver_status();
+  std::lock_guard<std::mutex> lock(in_flight().mu);
+  machine().event_step_s = seconds;
+}
 
 // ---- kernels: registered so launches can be named, never run ---------------------------------
 cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, const void*) {

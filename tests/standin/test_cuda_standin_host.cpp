@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -143,6 +144,50 @@ TEST_F(StandinHost, PollingWorkStillInFlightLeavesNoErrorForTheNextLaunchCheck) 
   int copies = 0;
   for (const TraceEvent& e : spans) copies += e.kind == EventKind::copy && e.name == std::string("h2d");
   EXPECT_GE(copies, 2) << "the copies' spans were never emitted once done";
+}
+
+// CUDA events give times as float milliseconds: measured from one origin at the device's first use,
+// an hour later they are 0.25 ms apart, coarser than a kernel. The stand-in's device clock here
+// advances 0.123456789 s at each event recorded (FURNACE_STANDIN_EVENT_STEP_S), so a few thousand
+// pinned copies span more than an hour, the device clock read every eighth copy as a training
+// step reads it; the trace's copies must start a whole number of steps apart, to within a
+// microsecond, to the last one.
+TEST_F(StandinHost, TraceTimesStayExactAfterAnHourOnTheDevice) {
+  using SetStep = void (*)(double);
+  const auto set_step = reinterpret_cast<SetStep>(dlsym(RTLD_DEFAULT, "furnace_standin_set_event_step"));
+  ASSERT_TRUE(set_step);
+  struct Restore {
+    SetStep set;
+    ~Restore() { set(0); }
+  } restore{set_step};
+  const double step = 0.123456789;
+  set_step(step);
+
+  TraceBus bus;
+  std::vector<double> starts;
+  const int subscription = bus.subscribe([&](const TraceEvent& e) {
+    if (e.kind == EventKind::copy && e.name == std::string("h2d")) starts.push_back(e.start_s);
+  });
+  {
+    Runtime rt(cuda::make_backend(&bus), bus);
+    Tensor t = Tensor::empty(rt, Device::cuda(0), {1024});
+    std::vector<float> src(1024, 2.0f);
+    for (int i = 0; i < 8000; ++i) {
+      rt.backend().copy(CopyKind::h2d, t.raw(), 0, src.data(), -1, src.size() * sizeof(float), 0, /*pinned=*/true);
+      if (i % 8 == 7) rt.backend().device_time(0);  // as the training loop reads the clock each step
+    }
+    rt.backend().synchronize(0);
+  }
+  bus.unsubscribe(subscription);
+  ASSERT_EQ(starts.size(), 8000u);
+  ASSERT_GT(starts.back() - starts.front(), 3600.0) << "the stand-in's clock did not pass an hour";
+  for (size_t i = 1; i < starts.size(); ++i) {
+    const double apart = starts[i] - starts[i - 1];
+    const double steps = std::round(apart / step);
+    ASSERT_GE(steps, 1.0) << "copy " << i;
+    ASSERT_NEAR(apart, steps * step, 1e-6) << "copy " << i << " at " << starts[i] - starts.front()
+                                           << " s: the trace's times have lost their precision";
+  }
 }
 
 TEST_F(StandinHost, OutOfMemoryAtCudaMallocIsPyTorchsErrorAndTheAllocatorStaysUsable) {

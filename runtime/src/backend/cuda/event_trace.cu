@@ -7,11 +7,14 @@
 
 namespace furnace::cuda {
 
+namespace {
+// How far from its origin a span may be measured before a later event becomes the origin: float
+// milliseconds keep about 0.06 us at one second.
+constexpr float kOriginSpanMs = 1000.0f;
+}  // namespace
+
 EventTrace::EventTrace(TraceBus* trace, int devices)
-    : trace_(trace),
-      origin_(static_cast<size_t>(devices), nullptr),
-      origin_host_(static_cast<size_t>(devices), 0.0),
-      free_events_(static_cast<size_t>(devices)) {}
+    : trace_(trace), origin_(static_cast<size_t>(devices)), free_events_(static_cast<size_t>(devices)) {}
 
 EventTrace::~EventTrace() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -26,8 +29,7 @@ EventTrace::~EventTrace() {
   }
   for (auto& events : free_events_)
     for (cudaEvent_t e : events) cudaEventDestroy(e);
-  for (cudaEvent_t e : origin_)
-    if (e) cudaEventDestroy(e);
+  // The origins go with the last shared_ptr (origin_, and open_'s spans).
 }
 
 double EventTrace::host_now() const {
@@ -42,8 +44,16 @@ void EventTrace::start_device(int device, cudaStream_t stream) {
   FURNACE_CUDA_CHECK(cudaEventCreate(&e));
   FURNACE_CUDA_CHECK(cudaEventRecord(e, stream));
   FURNACE_CUDA_CHECK(cudaEventSynchronize(e));  // the stream is empty: this is "now" on the host
-  origin_[d] = e;
-  origin_host_[d] = host_now();
+  origin_[d] = std::make_shared<const Origin>(e, host_now());
+}
+
+bool EventTrace::advance_origin_locked(int device, cudaEvent_t event, float ms) {
+  std::shared_ptr<const Origin>& current = origin_.at(static_cast<size_t>(device));
+  if (ms <= kOriginSpanMs) return false;
+  // Every span begun from now on is recorded after `event` completed, so its times from it are
+  // positive; the spans already open keep the origin they began with.
+  current = std::make_shared<const Origin>(event, current->host_s + static_cast<double>(ms) * 1e-3);
+  return true;
 }
 
 cudaEvent_t EventTrace::take_event(int device) {
@@ -66,6 +76,8 @@ int64_t EventTrace::begin(int device, cudaStream_t stream) {
   if (open_.size() > 512) flush_locked(/*wait=*/open_.size() > 4096);
   Span s;
   s.device = device;
+  s.origin = origin_.at(static_cast<size_t>(device));
+  if (!s.origin) return -1;  // the device was never started: nothing to measure from
   s.start = take_event(device);
   FURNACE_CUDA_CHECK(cudaEventRecord(s.start, stream));
   const int64_t id = next_id_++;
@@ -102,21 +114,27 @@ void EventTrace::annotate(int device, const char* name, const KernelCost& cost) 
   }
 }
 
-void EventTrace::emit_locked(const Span& s) {
+bool EventTrace::emit_locked(const Span& s) {
   float from_origin_ms = 0, duration_ms = 0;
-  FURNACE_CUDA_CHECK(cudaEventElapsedTime(&from_origin_ms, origin_.at(static_cast<size_t>(s.device)), s.start));
+  FURNACE_CUDA_CHECK(cudaEventElapsedTime(&from_origin_ms, s.origin->event, s.start));
   FURNACE_CUDA_CHECK(cudaEventElapsedTime(&duration_ms, s.start, s.stop));
-  if (!trace_ || !trace_->active()) return;
+  const double start_s = s.origin->host_s + from_origin_ms * 1e-3;
+  // A span measured from the device's current origin may become the next one; one measured from
+  // an older origin never moves it back.
+  const bool origin_taken =
+      s.origin == origin_.at(static_cast<size_t>(s.device)) && advance_origin_locked(s.device, s.start, from_origin_ms);
+  if (!trace_ || !trace_->active()) return origin_taken;
   TraceEvent e;
   e.kind = s.kind;
   e.name = s.name;
   e.device = s.device;
   e.stream = s.stream;
-  e.start_s = origin_host_[static_cast<size_t>(s.device)] + from_origin_ms * 1e-3;
+  e.start_s = start_s;
   e.dur_s = duration_ms * 1e-3;
   e.bytes = s.bytes;
   e.flops = s.flops;
   trace_->emit(e);
+  return origin_taken;
 }
 
 void EventTrace::flush_locked(bool wait) {
@@ -140,8 +158,7 @@ void EventTrace::flush_locked(bool wait) {
       ++it;
       continue;
     }
-    emit_locked(s);
-    free_events_.at(static_cast<size_t>(s.device)).push_back(s.start);
+    if (!emit_locked(s)) free_events_.at(static_cast<size_t>(s.device)).push_back(s.start);
     free_events_.at(static_cast<size_t>(s.device)).push_back(s.stop);
     it = open_.erase(it);
   }
@@ -161,10 +178,11 @@ double EventTrace::device_now(int device, cudaStream_t stream) {
   FURNACE_CUDA_CHECK(cudaEventRecord(e, stream));
   FURNACE_CUDA_CHECK(cudaEventSynchronize(e));
   float ms = 0;
-  FURNACE_CUDA_CHECK(cudaEventElapsedTime(&ms, origin_[d], e));
-  free_events_[d].push_back(e);
+  FURNACE_CUDA_CHECK(cudaEventElapsedTime(&ms, origin_[d]->event, e));
+  const double now = origin_[d]->host_s + ms * 1e-3;
+  if (!advance_origin_locked(device, e, ms)) free_events_[d].push_back(e);
   flush_locked(/*wait=*/false);
-  return origin_host_[d] + ms * 1e-3;
+  return now;
 }
 
 }  // namespace furnace::cuda

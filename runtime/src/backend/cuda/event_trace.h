@@ -1,9 +1,11 @@
 // backend/cuda/event_trace: the cuda backend's trace events, stamped with CUDA events. While a
 // trace is recorded, every kernel and copy is bracketed by two events on its stream; once the end
 // event has completed, the pair becomes a TraceEvent whose times are measured from an origin event
-// recorded when the device was first used, placed on the host clock (seconds since the backend
-// started, which also stamps the allocator's host-side events). Nothing is recorded, and nothing
-// waits, while nobody listens to the trace.
+// placed on the host clock (seconds since the backend started, which also stamps the allocator's
+// host-side events). The first origin is recorded when the device is first used; as
+// cudaEventElapsedTime answers in float milliseconds (a microsecond's steps 30 s after the origin,
+// 0.25 ms after an hour), a completed event more than a second after it becomes the next origin
+// for the spans begun from then on. Nothing is recorded, and nothing waits, while nobody listens.
 // Not here: what the spans contain (cuda_ops.cu, cuda_backend.cu).
 #pragma once
 
@@ -12,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -46,7 +49,18 @@ class EventTrace {
   void flush(bool wait);
 
  private:
+  // An event that has completed, and its time on the host clock. Destroys the event with the
+  // last span measured from it.
+  struct Origin {
+    cudaEvent_t event = nullptr;
+    double host_s = 0;
+    Origin(cudaEvent_t e, double t) : event(e), host_s(t) {}
+    ~Origin() { cudaEventDestroy(event); }
+    Origin(const Origin&) = delete;
+    Origin& operator=(const Origin&) = delete;
+  };
   struct Span {
+    std::shared_ptr<const Origin> origin;  // the device's origin when the span began
     int device = 0, stream = 0;
     EventKind kind = EventKind::kernel;
     const char* name = "";
@@ -56,14 +70,18 @@ class EventTrace {
     bool ended = false, costed = true;
   };
   cudaEvent_t take_event(int device);  // caller holds mu_; device current
-  void emit_locked(const Span& s);     // caller holds mu_; both events complete
+  // Caller holds mu_; both events complete. True when `s.start` became the device's origin (it is
+  // then the origin's, not the pool's).
+  bool emit_locked(const Span& s);
   void flush_locked(bool wait);
+  // `event` (complete, `ms` after the device's origin) becomes the origin when that is more than a
+  // second: true when it did (the event is then the origin's). Caller holds mu_.
+  bool advance_origin_locked(int device, cudaEvent_t event, float ms);
 
   TraceBus* trace_;
   const std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
   std::mutex mu_;
-  std::vector<cudaEvent_t> origin_;                  // [device], null until first use
-  std::vector<double> origin_host_;                  // [device] host time of the origin
+  std::vector<std::shared_ptr<const Origin>> origin_;  // [device], null until first use
   std::vector<std::vector<cudaEvent_t>> free_events_;  // [device]
   std::map<int64_t, Span> open_;                     // by id, oldest first
   int64_t next_id_ = 0;
