@@ -138,15 +138,24 @@ void print_checks(const lesson::Step& step, const lesson::StepOutcome& out, Lang
                 out.prediction->answer.c_str());
 }
 
-// Asks the prediction on the terminal, under its question: lists the choices and returns the
-// answer typed (nullopt at end of input).
-std::optional<std::string> ask(const lesson::Prediction& p) {
-  for (size_t i = 0; i < p.choices.size(); ++i) std::printf("  %zu) %s\n", i + 1, p.choices[i].c_str());
-  std::printf("> ");
-  std::fflush(stdout);
-  std::string line;
-  if (!std::getline(std::cin, line)) return std::nullopt;
-  return line;
+// Asks the prediction on the terminal, under its question: lists the choices (a), b), ...) and
+// returns the answer typed (nullopt at end of input). An answer that names no choice, or an empty
+// one, is asked again.
+std::optional<std::string> ask(const lesson::Prediction& p, Lang lang) {
+  for (size_t i = 0; i < p.choices.size(); ++i)
+    std::printf("  %s) %s\n", lesson::choice_label(i).c_str(), p.choices[i].c_str());
+  for (;;) {
+    std::printf("> ");
+    std::fflush(stdout);
+    std::string line;
+    if (!std::getline(std::cin, line)) return std::nullopt;
+    const bool blank = line.find_first_not_of(" \t\r") == std::string::npos;
+    if (!blank && (p.choices.empty() || lesson::chosen(p, line))) return line;
+    if (p.choices.empty()) continue;
+    const std::string last = lesson::choice_label(p.choices.size() - 1);
+    std::printf(lang == Lang::zh ? "  请输入字母 a 到 %s，或照抄一个选项\n" : "  type a letter, a to %s, or one of the choices as shown\n",
+                last.c_str());
+  }
 }
 
 void run_lesson(const lesson::Lesson& l, Lang lang, std::optional<int> only_step) {
@@ -182,7 +191,7 @@ void run_lesson(const lesson::Lesson& l, Lang lang, std::optional<int> only_step
     std::optional<std::string> answer;
     if (step.prediction) {
       std::printf("%s%s%s\n", L.predict, L.colon, step.prediction->question.in(lang).c_str());
-      if (interactive) answer = ask(*step.prediction);
+      if (interactive) answer = ask(*step.prediction, lang);
     }
     std::fflush(stdout);
     const lesson::StepOutcome& out = run.run_step(i);
@@ -196,7 +205,11 @@ void run_lesson(const lesson::Lesson& l, Lang lang, std::optional<int> only_step
         const std::optional<lesson::Value> real = lesson::lookup(step.prediction->observable, out.observables, {}, &why);
         const bool ok = real && lesson::answer_matches(*step.prediction, *real, *answer);
         const bool judged = real && lesson::answer_is_judged(*step.prediction, *real);
-        verdict = std::string(L.your) + L.colon + *answer +
+        // A choice named by its letter is shown as the choice ("b" -> "b) 4").
+        std::string shown = *answer;
+        if (const std::optional<size_t> c = lesson::chosen(*step.prediction, *answer))
+          shown = lesson::choice_label(*c) + ") " + step.prediction->choices[*c];
+        verdict = std::string(L.your) + L.colon + shown +
                   (ok ? std::string(" -> ") + L.right : judged ? std::string(" -> ") + L.wrong : std::string()) + "\n";
       }
       std::printf("\n%s%s%s%s\n", verdict.c_str(), L.answer, L.colon, out.prediction->answer.c_str());

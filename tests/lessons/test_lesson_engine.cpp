@@ -292,20 +292,44 @@ TEST(LessonPredictions, AnswersMatchLoosely) {
   EXPECT_FALSE(lesson::answer_matches(p, Value::of_int(4), "four"));
   p.choices = {"[0, 1]", "[0, 1, 2, 3]"};
   const Value ids = Value::of_ints(std::vector<int>{0, 1, 2, 3});
-  EXPECT_TRUE(lesson::answer_matches(p, ids, "2"));  // the second choice
-  EXPECT_FALSE(lesson::answer_matches(p, ids, "1"));
+  EXPECT_TRUE(lesson::answer_matches(p, ids, "b"));  // the second choice
+  EXPECT_TRUE(lesson::answer_matches(p, ids, "B"));
+  EXPECT_FALSE(lesson::answer_matches(p, ids, "a"));
+  EXPECT_FALSE(lesson::answer_matches(p, ids, "2"));  // a number is a value, never a choice's place
   const lesson::PredictionResult r = lesson::prediction_answer(p, {{"chunks", ids}});
   EXPECT_EQ(r.answer, "[0, 1, 2, 3]");
   EXPECT_TRUE(r.among_choices);
   p.choices = {"[0]", "[0, 1]"};
   EXPECT_FALSE(lesson::prediction_answer(p, {{"chunks", ids}}).among_choices);
-  // Choices that are numbers themselves: a choice typed as shown is that choice, not a number in
-  // the list (lesson 13: choices 2 and 8, the answer 8; "2" was judged right as "the second").
+  // Choices that are numbers themselves: the terminal labels them with letters, so a number typed is
+  // always that number (lesson 13: choices 2 and 8, the answer 8; "2" was judged right as "the
+  // second"; lesson 07: choices 2 and 4, the answer 2; "2" meant as "the second" was right too).
   p.choices = {"2", "8"};
   EXPECT_FALSE(lesson::answer_matches(p, Value::of_int(8), "2"));
   EXPECT_TRUE(lesson::answer_matches(p, Value::of_int(8), "8"));
-  EXPECT_FALSE(lesson::answer_matches(p, Value::of_int(8), "1"));  // the first choice, 2
-  EXPECT_TRUE(lesson::answer_matches(p, Value::of_int(2), "1"));
+  EXPECT_TRUE(lesson::answer_matches(p, Value::of_int(8), "8.0"));
+  EXPECT_TRUE(lesson::answer_matches(p, Value::of_int(8), "b"));
+  EXPECT_FALSE(lesson::answer_matches(p, Value::of_int(8), "a"));
+  EXPECT_FALSE(lesson::answer_matches(p, Value::of_int(2), "1"));
+}
+
+// What the terminal accepts as an answer to a question with choices (anything else: asked again).
+TEST(LessonPredictions, AnAnswerNamesAChoiceByItsLetterOrAsShown) {
+  lesson::Prediction p;
+  p.observable = "x";
+  p.choices = {"0", "1", "5"};
+  EXPECT_EQ(lesson::choice_label(0), "a");
+  EXPECT_EQ(lesson::choice_label(2), "c");
+  EXPECT_EQ(lesson::chosen(p, "a"), std::optional<size_t>(0));
+  EXPECT_EQ(lesson::chosen(p, " C "), std::optional<size_t>(2));
+  EXPECT_EQ(lesson::chosen(p, "1"), std::optional<size_t>(1));  // the choice 1, not the first
+  EXPECT_EQ(lesson::chosen(p, "5.0"), std::optional<size_t>(2));
+  EXPECT_EQ(lesson::chosen(p, "d"), std::nullopt);  // past the last choice
+  EXPECT_EQ(lesson::chosen(p, "x"), std::nullopt);
+  EXPECT_EQ(lesson::chosen(p, "9"), std::nullopt);
+  EXPECT_EQ(lesson::chosen(p, ""), std::nullopt);
+  p.choices = {"NVIDIA GeForce RTX 3060", "NVIDIA GeForce RTX 3090"};
+  EXPECT_EQ(lesson::chosen(p, "nvidia geforce rtx 3090"), std::optional<size_t>(1));
 }
 
 TEST(LessonPredictions, AnOpenQuestionAnsweredByAMessageIsNotJudged) {

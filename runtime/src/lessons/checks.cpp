@@ -221,23 +221,36 @@ bool answer_is_judged(const Prediction& p, const Value& real) {
   return !p.choices.empty() || real.type != Value::Type::string;
 }
 
-bool answer_matches(const Prediction& p, const Value& real, std::string_view answer) {
-  std::string given(answer);
-  const std::string trimmed = normalize_answer(given);
-  // A choice typed as it is shown is that choice, even where it could also be a choice's number:
-  // with choices 2 and 8, "2" is the choice 2, not the second choice (8).
-  for (const std::string& c : p.choices)
-    if (normalize_answer(c) == trimmed) return answer_matches(Prediction{{}, p.observable, {}, 0}, real, c);
-  // A choice by its number: "2" -> the second choice's text (unless the real value is a number,
-  // where "2" is more likely the number itself; then both readings are tried).
-  if (!p.choices.empty() && !trimmed.empty() &&
-      std::all_of(trimmed.begin(), trimmed.end(), [](char c) { return c >= '0' && c <= '9'; }) && trimmed.size() < 4) {
-    const size_t k = std::stoul(trimmed);
-    if (k >= 1 && k <= p.choices.size()) {
-      if (answer_matches(Prediction{{}, p.observable, {}, 0}, real, p.choices[k - 1])) return true;
-      if (real.type != Value::Type::number) return false;
+std::string choice_label(size_t index) { return std::string(1, static_cast<char>('a' + index)); }
+
+std::optional<size_t> chosen(const Prediction& p, std::string_view answer) {
+  const std::string trimmed = normalize_answer(answer);
+  // A choice by its letter (the terminal lists them a), b), ...: letters, as most choices are
+  // numbers, which a numbered list would make ambiguous: "1) 2  2) 4", is "2" the 2 or the 4?).
+  if (trimmed.size() == 1 && trimmed[0] >= 'a' && static_cast<size_t>(trimmed[0] - 'a') < p.choices.size() &&
+      p.choices.size() <= 26)
+    return static_cast<size_t>(trimmed[0] - 'a');
+  for (size_t i = 0; i < p.choices.size(); ++i)  // a choice typed as it is shown
+    if (normalize_answer(p.choices[i]) == trimmed) return i;
+  const auto number = [](const std::string& text) -> std::optional<double> {  // "4.0" is the choice "4"
+    try {
+      size_t used = 0;
+      const double d = std::stod(text, &used);
+      if (used == text.size()) return d;
+    } catch (const std::exception&) {
     }
-  }
+    return std::nullopt;
+  };
+  if (const std::optional<double> typed = number(trimmed))
+    for (size_t i = 0; i < p.choices.size(); ++i)
+      if (number(normalize_answer(p.choices[i])) == typed) return i;
+  return std::nullopt;
+}
+
+bool answer_matches(const Prediction& p, const Value& real, std::string_view answer) {
+  if (const std::optional<size_t> i = chosen(p, answer))
+    return answer_matches(Prediction{{}, p.observable, {}, 0}, real, p.choices[*i]);
+  const std::string trimmed = normalize_answer(answer);
   const std::string want = normalize_answer(format_value(real));
   if (trimmed == want) return true;
   if (real.type == Value::Type::number) {

@@ -300,8 +300,13 @@ struct PredictionResult {
 };
 PredictionResult prediction_answer(const Prediction& p, const Observables& own);
 // Whether a learner's answer matches the real value (FORMAT.md, "Predictions"): case, spaces,
-// brackets and quotes ignored; numbers compared as numbers; a choice may be given by its number.
+// brackets and quotes ignored; numbers compared as numbers; a choice may be given by its letter.
 bool answer_matches(const Prediction& p, const Value& real, std::string_view answer);
+// The label a terminal shows before choice `index`: "a", "b", ...
+std::string choice_label(size_t index);
+// The choice an answer names, by its letter or typed as it is shown; nullopt: none of them (an
+// answer to a question with choices that the terminal asks again).
+std::optional<size_t> chosen(const Prediction& p, std::string_view answer);
 // Whether a wrong answer is called wrong: not for an open question (no choices) answered by a
 // message, "What happens?" -> "Invalid device id", where "it fails" is a fair answer that no
 // comparison can judge. Such an answer is shown next to the real one instead.
