@@ -181,7 +181,9 @@ void run(CompareOptions& o) {
   std::printf("\n  dp: one process; the replicas, the scatter and the gather run every step, gradients are "
               "summed onto cuda:0, which also holds the optimizer: it is the busiest and the fullest\n"
               "  ddp: one process per GPU; each keeps its own model and optimizer, gradients are averaged "
-              "by a ring all-reduce, bucket by bucket, while backward still runs\n");
+              "by a ring all-reduce, bucket by bucket, while backward still runs; its busy time counts the "
+              "all-reduce's stream beside backward's, so it can pass the step (busy less the hidden "
+              "all-reduce, plus idle, is the step)\n");
 }
 
 }  // namespace

@@ -241,14 +241,14 @@ bool check_lesson(const lesson::Lesson& l, const std::vector<Lang>& langs) {
     ok = ok && out.passed;
   }
   for (Lang lang : langs) {
-    std::printf("%s  %s [%s]  %zu steps, %d checks  (%.1f s)\n", ok ? "PASS" : "FAIL", l.id.c_str(),
-                lesson::lang_name(lang), l.steps.size(), checks, wall);
+    std::printf(lang == Lang::zh ? "%s  %s [%s]  %zu 步，%d 条检查（%.1f 秒）\n" : "%s  %s [%s]  %zu steps, %d checks  (%.1f s)\n",
+                ok ? "PASS" : "FAIL", l.id.c_str(), lesson::lang_name(lang), l.steps.size(), checks, wall);
     if (ok) continue;
     for (size_t i = 0; i < l.steps.size(); ++i) {
       const lesson::StepOutcome& out = run.run_step(i);
       if (out.passed) continue;
-      std::printf("  step %zu '%s' (%s:%d):\n", i + 1, l.steps[i].id.c_str(), (l.dir + "/lesson.toml").c_str(),
-                  l.steps[i].line);
+      std::printf(lang == Lang::zh ? "  第 %zu 步 '%s'（%s:%d）：\n" : "  step %zu '%s' (%s:%d):\n", i + 1,
+                  l.steps[i].id.c_str(), (l.dir + "/lesson.toml").c_str(), l.steps[i].line);
       print_checks(l.steps[i], out, lang, false);
     }
   }

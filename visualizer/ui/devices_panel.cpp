@@ -48,16 +48,20 @@ void fit_words(const std::string& text, float width, char* out, size_t size) {
   }
 }
 
-const char* stop_text(VisibilityStop s) {
+const char* stop_text(VisibilityStop s, bool zh) {
   switch (s) {
     case VisibilityStop::none: return "";
-    case VisibilityStop::invalid_entry: return "an invalid entry ends the list";
-    case VisibilityStop::out_of_range: return "an ordinal beyond the last GPU ends the list";
-    case VisibilityStop::unknown_uuid: return "a UUID that matches no GPU ends the list";
-    case VisibilityStop::ambiguous_uuid: return "a UUID prefix that matches several GPUs ends the list";
-    case VisibilityStop::mixed_forms: return "mixing ordinals and UUIDs ends the list";
-    case VisibilityStop::mig_unavailable: return "a MIG id, but no GPU here is in MIG mode";
-    case VisibilityStop::duplicate: return "a GPU named twice: the whole list is empty";
+    case VisibilityStop::invalid_entry: return tr(zh, "an invalid entry ends the list", "无效的条目让列表到此为止");
+    case VisibilityStop::out_of_range:
+      return tr(zh, "an ordinal beyond the last GPU ends the list", "超出最后一块 GPU 的序号让列表到此为止");
+    case VisibilityStop::unknown_uuid:
+      return tr(zh, "a UUID that matches no GPU ends the list", "不匹配任何 GPU 的 UUID 让列表到此为止");
+    case VisibilityStop::ambiguous_uuid:
+      return tr(zh, "a UUID prefix that matches several GPUs ends the list", "匹配多块 GPU 的 UUID 前缀让列表到此为止");
+    case VisibilityStop::mixed_forms: return tr(zh, "mixing ordinals and UUIDs ends the list", "混用序号和 UUID 让列表到此为止");
+    case VisibilityStop::mig_unavailable:
+      return tr(zh, "a MIG id, but no GPU here is in MIG mode", "是 MIG id，但这里没有处于 MIG 模式的 GPU");
+    case VisibilityStop::duplicate: return tr(zh, "a GPU named twice: the whole list is empty", "同一块 GPU 出现两次：整个列表为空");
   }
   return "";
 }
@@ -70,15 +74,15 @@ struct EntryChip {
   int row;
 };
 
-constexpr const char* kEntriesLabel = "entries: ";
+const char* entries_label(bool zh) { return tr(zh, "entries: ", "条目："); }
 
 // The entries of `vis`'s CUDA_VISIBLE_DEVICES, laid out in rows `width` pixels wide after
-// kEntriesLabel; none when the variable is unset or empty.
-std::vector<EntryChip> entry_chips(const Visibility& vis, float width) {
+// entries_label; none when the variable is unset or empty.
+std::vector<EntryChip> entry_chips(const Visibility& vis, float width, bool zh) {
   std::vector<EntryChip> chips;
   if (!vis.cuda_visible_devices || vis.cuda_visible_devices->empty()) return chips;
   const std::string& value = *vis.cuda_visible_devices;
-  const float indent = ImGui::CalcTextSize(kEntriesLabel).x;
+  const float indent = ImGui::CalcTextSize(entries_label(zh)).x;
   float x = indent;
   int row = 0;
   int index = 0;
@@ -89,10 +93,10 @@ std::vector<EntryChip> entry_chips(const Visibility& vis, float width) {
     start = end + 1;
     const int k = index + 1;  // 1-based, as Visibility::stop_entry
     ImU32 col = colors::kTextDim;
-    std::string what = "ignored";
+    std::string what = tr(zh, "ignored", "被忽略");
     if (vis.stop != VisibilityStop::none && k == vis.stop_entry) {
       col = colors::kWarning;
-      what = "stops here";
+      what = tr(zh, "stops here", "到此为止");
     } else if (vis.stop == VisibilityStop::none || k < vis.stop_entry) {
       for (const VisibleDevice& d : vis.devices)
         if (d.entry == entry) {
@@ -221,7 +225,7 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
                   m, m == 1 ? "" : "s");
     std::snprintf(brief, sizeof brief, "above: nvidia-smi order; below: the process's %d", m);
   }
-  const std::vector<EntryChip> chips = entry_chips(vis, width);
+  const std::vector<EntryChip> chips = entry_chips(vis, width, zh);
   auto notes_height = [&](const char* legend) {
     if (hide_mapping) return 0.0f;
     float h = 3 + ImGui::CalcTextSize(legend, nullptr, false, width).y + 3;
@@ -392,7 +396,7 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
     reach(y);
     return;
   }
-  dl->AddText(ImVec2(origin.x, y), colors::kTextDim, kEntriesLabel);
+  dl->AddText(ImVec2(origin.x, y), colors::kTextDim, entries_label(zh));
   for (const EntryChip& c : chips) {
     const float x = origin.x + c.x, cy = y + static_cast<float>(c.row) * (line + 4);
     check_fit(c.text.c_str(), origin.x + width - x - 8);
@@ -402,7 +406,8 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
   y += static_cast<float>(chips.back().row) * (line + 4);
   if (vis.stop != VisibilityStop::none) {
     y += line + 4;
-    std::snprintf(buf, sizeof buf, "entry %d: %s (hover for the rules)", vis.stop_entry, stop_text(vis.stop));
+    std::snprintf(buf, sizeof buf, tr(zh, "entry %d: %s (hover for the rules)", "第 %d 项：%s（悬停查看规则）"),
+                  vis.stop_entry, stop_text(vis.stop, zh));
     dl->AddText(ImVec2(origin.x, y), colors::kWarning, buf);
     if (mouse.y >= y && mouse.y < y + line && mouse.x >= origin.x && mouse.x < origin.x + width) {
       std::string notes;
