@@ -15,7 +15,10 @@
 #include <string>
 #include <vector>
 
+#include <cuda_runtime.h>
+
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/event_trace.h"  // defines: EventTrace
 #include "furnace/backend.h"  // defines: make_backend, discover_hardware_devices
 #include "furnace/error.h"
 #include "furnace/topology.h"
@@ -188,6 +191,45 @@ TEST_F(StandinHost, TraceTimesStayExactAfterAnHourOnTheDevice) {
     ASSERT_NEAR(apart, steps * step, 1e-6) << "copy " << i << " at " << starts[i] - starts.front()
                                            << " s: the trace's times have lost their precision";
   }
+}
+
+// A rank thread's synchronize() emits its own device's spans only: another thread's span that has
+// ended but whose kernel cost is still on its way keeps waiting for it (it went out with flops 0,
+// and the cost found nothing to attach to).
+TEST_F(StandinHost, SynchronizingOneDeviceLeavesAnotherDevicesSpanWaitingForItsCost) {
+  TraceBus bus;
+  std::vector<TraceEvent> spans;
+  const int subscription = bus.subscribe([&](const TraceEvent& e) { spans.push_back(e); });
+  {
+    cuda::EventTrace trace(&bus, 2);
+    cudaStream_t streams[2] = {nullptr, nullptr};
+    for (int d = 0; d < 2; ++d) {
+      ASSERT_EQ(cudaSetDevice(d), cudaSuccess);
+      ASSERT_EQ(cudaStreamCreateWithFlags(&streams[d], cudaStreamNonBlocking), cudaSuccess);
+      trace.start_device(d, streams[d]);
+    }
+    for (int d = 0; d < 2; ++d) {
+      ASSERT_EQ(cudaSetDevice(d), cudaSuccess);
+      const int64_t id = trace.begin(d, streams[d]);
+      trace.end(id, streams[d], EventKind::kernel, "linear_forward", 0, 0, /*wants_cost=*/true);
+    }
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    trace.flush(/*wait=*/true, /*device=*/0);
+    ASSERT_EQ(spans.size(), 1u);
+    EXPECT_EQ(spans[0].device, 0);
+    KernelCost cost;
+    cost.flops = 1234;
+    cost.bytes = 56;
+    trace.annotate(1, "linear_forward", cost);
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    trace.flush(/*wait=*/true, /*device=*/1);
+    ASSERT_EQ(spans.size(), 2u);
+    EXPECT_EQ(spans[1].device, 1);
+    EXPECT_EQ(spans[1].flops, 1234);
+    EXPECT_EQ(spans[1].bytes, 56u);
+    for (cudaStream_t s : streams) cudaStreamDestroy(s);
+  }
+  bus.unsubscribe(subscription);
 }
 
 TEST_F(StandinHost, OutOfMemoryAtCudaMallocIsPyTorchsErrorAndTheAllocatorStaysUsable) {

@@ -340,6 +340,15 @@ struct CachingAllocator::Impl {
     for (FreeBlocks& blocks : free_blocks)
       for (Block* b : blocks) add_head(b);
     for (auto& [addr, b] : live) add_head(b);
+    // Work still queued may use these segments (a kernel, an all-reduce on another stream):
+    // cudaFree does not promise to wait for it.
+    if (!heads.empty()) {
+      try {
+        raw.synchronize();
+      } catch (...) {
+        // A destructor must not throw: free them anyway, as before.
+      }
+    }
     for (Block* head : heads) {
       size_t total = 0;
       for (Block* b = head; b; b = b->next) total += b->size;

@@ -194,6 +194,8 @@ class CudaBackend final : public Backend, public DeviceResources {
   }
 
   ~CudaBackend() override {
+    int caller_device = -1;  // put back at the end: teardown makes each device current in turn
+    if (cudaGetDevice(&caller_device) != cudaSuccess) caller_device = -1;
     if (trace_) trace_->set_clock(nullptr);
     for (size_t d = 0; d < states_.size(); ++d) {  // let queued work finish before tearing down
       if (!states_[d]->ready) continue;
@@ -213,6 +215,7 @@ class CudaBackend final : public Backend, public DeviceResources {
       if (s.copy) cudaStreamDestroy(s.copy);
       if (s.compute) cudaStreamDestroy(s.compute);
     }
+    if (caller_device >= 0) cudaSetDevice(caller_device);
   }
 
   // ---- Backend --------------------------------------------------------------------------------
@@ -299,7 +302,9 @@ class CudaBackend final : public Backend, public DeviceResources {
   void synchronize(int device) override {
     DeviceGuard g(device);
     FURNACE_CUDA_CHECK(cudaDeviceSynchronize());
-    events_->flush(/*wait=*/true);
+    // This device's spans only: another thread's device may have a span whose cost is still on
+    // its way (DataParallel's and DDP's rank threads synchronize each their own).
+    events_->flush(/*wait=*/true, device);
   }
 
   bool collectives_available(const std::vector<int>& devices, DType dtype) const override {

@@ -137,10 +137,11 @@ bool EventTrace::emit_locked(const Span& s) {
   return origin_taken;
 }
 
-void EventTrace::flush_locked(bool wait) {
+void EventTrace::flush_locked(bool wait, int device) {
   for (auto it = open_.begin(); it != open_.end();) {
     Span& s = it->second;
-    if (!s.ended) {  // still being launched (another thread): keep it
+    // Still being launched (another thread), or another device's than the one asked for: keep it.
+    if (!s.ended || (device >= 0 && s.device != device)) {
       ++it;
       continue;
     }
@@ -164,9 +165,9 @@ void EventTrace::flush_locked(bool wait) {
   }
 }
 
-void EventTrace::flush(bool wait) {
+void EventTrace::flush(bool wait, int device) {
   std::lock_guard<std::mutex> lock(mu_);
-  flush_locked(wait);
+  flush_locked(wait, device);
 }
 
 double EventTrace::device_now(int device, cudaStream_t stream) {

@@ -45,8 +45,9 @@ class EventTrace {
   void annotate(int device, const char* name, const KernelCost& cost);
   // Measured device time of `stream` now (records an event and waits for it); 0 while inactive.
   double device_now(int device, cudaStream_t stream);
-  // Emits every span whose end has completed (wait: waits for all of them first).
-  void flush(bool wait);
+  // Emits every span whose end has completed (wait: waits for all of them first); `device` >= 0:
+  // that device's spans only.
+  void flush(bool wait, int device = -1);
 
  private:
   // An event that has completed, and its time on the host clock. Destroys the event with the
@@ -73,7 +74,7 @@ class EventTrace {
   // Caller holds mu_; both events complete. True when `s.start` became the device's origin (it is
   // then the origin's, not the pool's).
   bool emit_locked(const Span& s);
-  void flush_locked(bool wait);
+  void flush_locked(bool wait, int device = -1);
   // `event` (complete, `ms` after the device's origin) becomes the origin when that is more than a
   // second: true when it did (the event is then the origin's). Caller holds mu_.
   bool advance_origin_locked(int device, cudaEvent_t event, float ms);

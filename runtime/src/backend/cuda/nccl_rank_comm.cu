@@ -48,6 +48,8 @@ const char* kind_name(int64_t k) {
 }
 
 constexpr int kHeaderFields = 3;  // kind, count, root
+constexpr int kHeaderSlots = 16;   // page-locked headers made at construction (more as needed)
+constexpr std::chrono::milliseconds kTeardownWait{5000};  // the destructor's wait for its stream
 
 class NcclRankComm final : public RankCommunicator {
  public:
@@ -60,9 +62,22 @@ class NcclRankComm final : public RankCommunicator {
     ncclUniqueId uid;
     std::memcpy(&uid, id.data(), sizeof uid);
     DeviceGuard g(device_);
-    FURNACE_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
-    FURNACE_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
-    FURNACE_CUDA_CHECK(cudaMalloc(&header_dev_, header_bytes()));
+    try {
+      FURNACE_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
+      FURNACE_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+      FURNACE_CUDA_CHECK(cudaMalloc(&header_dev_, header_bytes()));
+      // The header slots up front: a cudaHostAlloc issued between a step's collectives and the
+      // backward kernels after them would serialize the two streams (the CUDA Programming Guide's
+      // implicit synchronization), hiding nothing of the all-reduce.
+      for (int i = 0; i < kHeaderSlots; ++i) {
+        int64_t* h = nullptr;
+        FURNACE_CUDA_CHECK(cudaHostAlloc(&h, header_bytes(), cudaHostAllocDefault));
+        free_headers_.push_back(h);
+      }
+    } catch (...) {
+      release_cuda();
+      throw;
+    }
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     const ncclResult_t r = ncclCommInitRankConfig(&comm_, nranks_, uid, rank_, &config);
@@ -91,6 +106,8 @@ class NcclRankComm final : public RankCommunicator {
     }
     cv_.notify_all();
     if (watchdog_.joinable()) watchdog_.join();
+    int caller_device = -1;
+    if (cudaGetDevice(&caller_device) != cudaSuccess) caller_device = -1;
     cudaSetDevice(device_);  // (not DeviceGuard: it throws, and this is a destructor)
     if (comm_ != nullptr && !aborted_) {
       const ncclResult_t f = ncclCommFinalize(comm_);
@@ -100,8 +117,17 @@ class NcclRankComm final : public RankCommunicator {
       else
         ncclCommAbort(comm_);
     }
-    for (Pending& p : pending_) release(p);
+    // After an abort or a timeout the copies of later collectives may still be queued behind the
+    // ended NCCL kernels, reading and writing their header slots and header_dev_: wait for the
+    // stream; what it might still touch is leaked rather than freed under it.
+    const bool drained = comm_stream_ == nullptr || drain(comm_stream_, std::min(timeout_, kTeardownWait));
+    for (Pending& p : pending_) {
+      if (!drained) p.header = nullptr;
+      release(p);
+    }
+    if (!drained) header_dev_ = nullptr;
     release_cuda();
+    if (caller_device >= 0) cudaSetDevice(caller_device);
   }
 
   int rank() const override { return rank_; }
@@ -295,14 +321,15 @@ class NcclRankComm final : public RankCommunicator {
     return p.seq;
   }
 
-  // Waits for `stream` to run dry, at most timeout_; false if it did not.
-  bool drain(cudaStream_t stream) const {
+  // Waits for `stream` to run dry, at most `limit` (the timeout); false if it did not.
+  bool drain(cudaStream_t stream, std::chrono::milliseconds limit = std::chrono::milliseconds::max()) const {
+    limit = std::min(limit, timeout_);
     const auto start = Clock::now();
     for (;;) {
       const cudaError_t e = cudaStreamQuery(stream);
       if (e != cudaErrorNotReady) return e == cudaSuccess;
       (void)cudaGetLastError();  // NotReady is recorded as this thread's last error
-      if (Clock::now() - start > timeout_) return false;
+      if (Clock::now() - start > limit) return false;
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
