@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,54 @@ inline void refuse_empty_numbers(CLI::App& app) {
     if (type == "FLOAT" || type == "INT" || type == "UINT" || type == "NUMBER") opt->check(not_empty);
   }
   for (CLI::App* sub : app.get_subcommands({})) refuse_empty_numbers(*sub);
+}
+
+// Levenshtein distance, for "did you mean".
+inline size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// For CLI11's "The following argument was not expected: dgx-h100 --topolgy": the first `--name`
+// in argv that neither the command it follows nor the commands above it know, as "unknown option
+// --topolgy (did you mean --topology?)" (the nearest name within two edits); "" when every
+// option is known (the extra argument is a stray value).
+inline std::string unknown_option_line(CLI::App& app, int argc, char** argv) {
+  std::vector<CLI::App*> chain{&app};
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") break;
+    if (a.rfind("--", 0) != 0) {
+      for (CLI::App* sub : chain.back()->get_subcommands({}))
+        if (sub->check_name(a)) {
+          chain.push_back(sub);
+          break;
+        }
+      continue;
+    }
+    const std::string name = a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2);
+    std::vector<std::string> known;
+    for (CLI::App* c : chain)
+      for (const CLI::Option* opt : c->get_options())
+        for (const std::string& l : opt->get_lnames()) known.push_back(l);
+    if (name.empty() || std::find(known.begin(), known.end(), name) != known.end()) continue;
+    std::string best;
+    size_t best_distance = 3;
+    for (const std::string& k : known)
+      if (const size_t d = edit_distance(name, k); d < best_distance) best = k, best_distance = d;
+    return "unknown option --" + name + (best.empty() ? "" : " (did you mean --" + best + "?)");
+  }
+  return "";
 }
 
 // Parses argv with both corrections.

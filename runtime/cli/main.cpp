@@ -73,8 +73,12 @@ int run(int argc, char** argv) {
   } catch (const furnace::cli::ExitCode& e) {
     return delivered(e.code);
   } catch (const CLI::ParseError& e) {
-    // One line, the program's name first, a non-zero status (CLI11's own output is several lines).
-    std::fprintf(stderr, "furnace: error: %s (see furnace --help)\n", e.what());
+    // One line, the program's name first, a non-zero status (CLI11's own output is several lines);
+    // a mistyped option is named, with the nearest one.
+    std::string line = e.what();
+    if (dynamic_cast<const CLI::ExtrasError*>(&e))
+      if (std::string unknown = furnace::cli::unknown_option_line(app, argc, argv); !unknown.empty()) line = unknown;
+    std::fprintf(stderr, "furnace: error: %s (see furnace --help)\n", line.c_str());
     return e.get_exit_code() ? e.get_exit_code() : 2;
   } catch (const furnace::cli::LocalizedError& e) {  // `--lang zh`: in the reader's language
     std::fprintf(stderr, "%s%s\n", e.prefix.c_str(), e.line.c_str());

@@ -482,7 +482,10 @@ int main(int argc, char** argv) {
     return cli.exit(e);
   } catch (const CLI::ParseError& e) {
     // One line (CLI11's own report adds a second, "Run with --help ...").
-    std::fprintf(stderr, "furnace-viz: %s (see furnace-viz --help)\n", furnace::printable(e.what()).c_str());
+    std::string line = e.what();  // a mistyped option is named, with the nearest one
+    if (dynamic_cast<const CLI::ExtrasError*>(&e))
+      if (std::string unknown = furnace::cli::unknown_option_line(cli, argc, argv); !unknown.empty()) line = unknown;
+    std::fprintf(stderr, "furnace-viz: %s (see furnace-viz --help)\n", furnace::printable(line).c_str());
     return e.get_exit_code() ? e.get_exit_code() : 2;
   }
   try {
