@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -114,6 +116,29 @@ const lesson::Lesson& find_lesson(const std::vector<lesson::Lesson>& lessons, co
   FURNACE_FAIL() << "no lesson '" << id << "' (lessons: " << lesson_ids(lessons) << ")";
 }
 
+// A check's "expected greater_than busy_ms[1] x 2 (= 0.75)" in the reader's language: the
+// comparison's words (the lesson file's keys) in Chinese, the names and numbers as they are.
+std::string localized_detail(const std::string& detail, Lang lang) {
+  if (lang != Lang::zh) return detail;
+  static const std::pair<const char*, const char*> kWords[] = {
+      {"not_equals ", "不等于 "}, {"not_contains ", "不包含 "}, {"equals ", "等于 "}, {"less_than ", "小于 "},
+      {"greater_than ", "大于 "}, {"at_most ", "至多 "}, {"at_least ", "至少 "}, {"approx ", "约等于 "},
+      {"contains ", "包含 "}};
+  std::string out = detail;
+  if (out.rfind("expected ", 0) == 0) out = "应当" + out.substr(9);
+  for (const auto& [en, zh] : kWords)
+    for (size_t at = 0; (at = out.find(en, at)) != std::string::npos;) {
+      // Only the word itself: not the tail of another ("not_equals" holds "equals").
+      if (at > 0 && (std::isalnum(static_cast<unsigned char>(out[at - 1])) || out[at - 1] == '_')) {
+        at += std::strlen(en);
+        continue;
+      }
+      out.replace(at, std::strlen(en), zh);
+      at += std::strlen(zh);
+    }
+  return out;
+}
+
 void print_checks(const lesson::Step& step, const lesson::StepOutcome& out, Lang lang, bool color) {
   const char* pass = color ? "\x1b[32mPASS\x1b[0m" : "PASS";
   const char* fail = color ? "\x1b[31mFAIL\x1b[0m" : "FAIL";
@@ -121,7 +146,12 @@ void print_checks(const lesson::Step& step, const lesson::StepOutcome& out, Lang
     const lesson::CheckResult& r = out.checks[i];
     const lesson::Check& c = step.checks[i];
     std::printf("  %s  %s\n", r.pass ? pass : fail, c.claim.in(lang).c_str());
-    std::string actual = r.actual.empty() ? "?" : r.actual;
+    std::string actual;  // on the evidence's one line: a multi-line value (a warning) runs on
+    for (char ch : r.actual.empty() ? std::string("?") : r.actual) {
+      if (ch == '\n' || ch == '\t') ch = ' ';
+      if (ch == ' ' && (actual.empty() || actual.back() == ' ' || actual.back() == '"')) continue;
+      actual += ch;
+    }
     if (actual.size() > 90) {  // a long error was printed in full above
       size_t cut = 80;
       while (cut > 0 && (static_cast<unsigned char>(actual[cut]) & 0xC0) == 0x80) --cut;  // UTF-8 boundary
@@ -130,12 +160,13 @@ void print_checks(const lesson::Step& step, const lesson::StepOutcome& out, Lang
     std::string detail = c.observable + " = " + actual;
     const bool compared = std::any_of(c.expectations.begin(), c.expectations.end(),
                                       [](const lesson::Expectation& e) { return e.of.has_value(); });
-    if (!r.pass || compared) detail += "; " + r.detail;  // a comparison shows what it compared with
+    if (!r.pass || compared) detail += "; " + localized_detail(r.detail, lang);  // a comparison shows what it compared with
     std::printf("        (%s)\n", detail.c_str());
   }
   if (out.prediction && !out.prediction->among_choices)
-    std::printf("  %s  the prediction's choices do not include the real answer %s\n", fail,
-                out.prediction->answer.c_str());
+    std::printf(lang == Lang::zh ? "  %s  预测的选项里没有真实的答案 %s\n"
+                                 : "  %s  the prediction's choices do not include the real answer %s\n",
+                fail, out.prediction->answer.c_str());
 }
 
 // Asks the prediction on the terminal, under its question: lists the choices (a), b), ...) and
