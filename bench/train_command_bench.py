@@ -158,7 +158,7 @@ def load():
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(HERE, "..", "build", "cpu-release"))
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=1)
