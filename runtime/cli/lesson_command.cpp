@@ -139,6 +139,17 @@ std::string localized_detail(const std::string& detail, Lang lang) {
   return out;
 }
 
+// The step's setup as scenario_summary says it (code, mostly), its two English phrases in Chinese.
+std::string localized_summary(std::string summary, Lang lang) {
+  if (lang != Lang::zh) return summary;
+  static const std::pair<std::string, std::string> kPhrases[] = {
+      {"' before the first device use", "'（在第一次使用设备之前）"},
+      {"' after the first device use", "'（在第一次使用设备之后）"}};
+  for (const auto& [en, zh] : kPhrases)
+    for (size_t at; (at = summary.find(en)) != std::string::npos;) summary.replace(at, en.size(), zh);
+  return summary;
+}
+
 void print_checks(const lesson::Step& step, const lesson::StepOutcome& out, Lang lang, bool color) {
   const char* pass = color ? "\x1b[32mPASS\x1b[0m" : "PASS";
   const char* fail = color ? "\x1b[31mFAIL\x1b[0m" : "FAIL";
@@ -245,7 +256,7 @@ void run_lesson(const lesson::Lesson& l, Lang lang, std::optional<int> only_step
       }
       std::printf("\n%s%s%s%s\n", verdict.c_str(), L.answer, L.colon, out.prediction->answer.c_str());
     }
-    std::printf("\n%s%s%s\n", L.ran, L.colon, lesson::scenario_summary(step).c_str());
+    std::printf("\n%s%s%s\n", L.ran, L.colon, localized_summary(lesson::scenario_summary(step), lang).c_str());
     const std::string& error = out.observables.at("error").string;
     for (const lesson::Value& w : out.observables.at("warnings").items) std::printf("  UserWarning: %s\n", w.string.c_str());
     if (!error.empty()) std::printf("  %s%s%s\n", L.raised, L.colon, error.c_str());
