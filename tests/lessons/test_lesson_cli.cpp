@@ -3,7 +3,13 @@
 // not load; one clear line for bad arguments.
 #include <gtest/gtest.h>
 
+#include <pty.h>  // defines: forkpty
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <string>
+#include <vector>
 
 #include "integration/cli_harness.h"  // defines: CliHarness, CliRun
 #include "lessons/lesson_fixture.h"   // defines: kTinyToml, kTinyEn, kTinyZh, replaced
@@ -26,6 +32,51 @@ class LessonCli : public furnace::cli_test::CliHarness {
     return (dir_ / "lessons").string();
   }
 };
+
+// `furnace lesson ARGS` on a pseudo-terminal (stdin a terminal: the prediction is asked), the
+// lines of `typed` already typed, then end of input (Ctrl-D); what the terminal showed.
+std::string on_terminal(const std::string& args, const std::vector<std::string>& typed) {
+  int terminal = -1;
+  const pid_t pid = ::forkpty(&terminal, nullptr, nullptr, nullptr);
+  if (pid < 0) return "forkpty failed";
+  if (pid == 0) {
+    const std::string command = std::string(FURNACE_CLI) + " lesson " + args;
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::string input;
+  for (const std::string& line : typed) input += line + "\n";
+  input += "\x04";  // end of input: a question still asked gets no answer
+  [[maybe_unused]] const ssize_t w = ::write(terminal, input.data(), input.size());
+  std::string shown;
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(terminal, buf, sizeof buf);
+    if (n > 0) shown.append(buf, static_cast<size_t>(n));
+    else if (n < 0 && errno == EINTR) continue;
+    else break;  // EIO: the program has ended
+  }
+  ::close(terminal);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return shown;
+}
+
+// On a terminal the choices are a), b), ...: a letter names a choice, a number is that number
+// (choices 2 and 4: "2" meant as "the second" was graded right); anything else is asked again.
+TEST_F(LessonCli, OnATerminalChoicesAreLettersAndOtherAnswersAreAskedAgain) {
+  const std::string dir = lessons();
+  std::string shown = on_terminal("--lessons-dir " + dir + " run 01-tiny", {"x", "", "b"});
+  EXPECT_NE(shown.find("a) 2"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("b) 4"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("type a letter, a to b, or one of the choices as shown"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("Your answer: b) 4 -> not quite"), std::string::npos) << shown;
+  shown = on_terminal("--lessons-dir " + dir + " run 01-tiny", {"2"});
+  EXPECT_NE(shown.find("Your answer: a) 2 -> right"), std::string::npos) << shown;
+  shown = on_terminal("--lessons-dir " + dir + " run 01-tiny --lang zh", {"9", "a"});
+  EXPECT_NE(shown.find("请输入字母 a 到 b，或照抄一个选项"), std::string::npos) << shown;
+  EXPECT_NE(shown.find("你的答案：a) 2 -> 答对了"), std::string::npos) << shown;
+}
 
 TEST_F(LessonCli, ListShowsEveryLesson) {
   CliRun r = furnace("lesson list");
