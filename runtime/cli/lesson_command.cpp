@@ -157,10 +157,18 @@ void print_checks(const lesson::Step& step, const lesson::StepOutcome& out, Lang
     const lesson::CheckResult& r = out.checks[i];
     const lesson::Check& c = step.checks[i];
     std::printf("  %s  %s\n", r.pass ? pass : fail, c.claim.in(lang).c_str());
-    std::string actual;  // on the evidence's one line: a multi-line value (a warning) runs on
+    // On the evidence's one line: a line break in a value (DataParallel's warning starts with one)
+    // and the indentation after it become one space, or none right after an opening quote.
+    std::string actual;
+    bool broken = false;  // inside a line break and its indentation
     for (char ch : r.actual.empty() ? std::string("?") : r.actual) {
-      if (ch == '\n' || ch == '\t') ch = ' ';
-      if (ch == ' ' && (actual.empty() || actual.back() == ' ' || actual.back() == '"')) continue;
+      if (ch == '\n') {
+        broken = true;
+        continue;
+      }
+      if (broken && (ch == ' ' || ch == '\t')) continue;
+      if (broken && !actual.empty() && actual.back() != '"' && actual.back() != ' ') actual += ' ';
+      broken = false;
       actual += ch;
     }
     if (actual.size() > 90) {  // a long error was printed in full above

@@ -219,6 +219,10 @@ TEST_F(CliParallel, AnEmptyValueAfterEqualsIsAnEmptyList) {
     EXPECT_EQ(r.status, 1) << order;
     EXPECT_THAT(r.err, ::testing::StartsWith("furnace: error: list index out of range (device_ids []")) << order;
   }
+  // A flag's `--name=` stays CLI11's: it sets the flag (an empty value would be an extra argument).
+  const CliRun r = furnace("train --data " + std::string(FURNACE_TEST_DATA_DIR) +
+                           "/fashion-mnist --quiet= --steps 1 --no-eval --json");
+  EXPECT_EQ(r.status, 0) << r.err;
 }
 
 TEST_F(CliParallel, OneDeviceIsTheShortcutAndSaysSo) {

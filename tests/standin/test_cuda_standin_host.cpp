@@ -228,6 +228,7 @@ TEST_F(StandinHost, SynchronizingOneDeviceLeavesAnotherDevicesSpanWaitingForItsC
     EXPECT_EQ(spans[1].flops, 1234);
     EXPECT_EQ(spans[1].bytes, 56u);
     for (cudaStream_t s : streams) cudaStreamDestroy(s);
+    cudaSetDevice(0);  // as the next test expects to find it
   }
   bus.unsubscribe(subscription);
 }

@@ -118,8 +118,13 @@ class GlooProcessGroup final : public GlooGroup {
       try {
         context_->connectFullMesh(prefixed, device_);
       } catch (const std::exception& e) {
-        failure = who + " could not connect to the other ranks within " + std::to_string(options_.timeout.count()) +
-                  " ms: " + gloo_reason(e);
+        // Told to stop where the signal only set the flag (another StopAtOnce owned the handler:
+        // ranks on threads of one process) is not a timeout either.
+        if (const int sig = stop_signal())
+          failure = who + " stopped by " + stop_signal_name(sig) + stopped;
+        else
+          failure = who + " could not connect to the other ranks within " + std::to_string(options_.timeout.count()) +
+                    " ms: " + gloo_reason(e);
       }
     }
     FURNACE_CHECK(failure.empty()) << failure;

@@ -175,6 +175,7 @@ Prediction read_prediction(const Fields& f, const std::vector<Step>& steps, size
   if (const toml::node* n = f.find("choices")) {
     p.choices = f.strings_of(*n, "choices");
     if (p.choices.size() < 2) f.fail(n, "'choices' needs at least two choices");
+    if (p.choices.size() > 26) f.fail(n, "'choices' has more than 26 choices (the terminal labels them a to z)");
   }
   return p;
 }

@@ -215,7 +215,12 @@ class CudaBackend final : public Backend, public DeviceResources {
       if (s.copy) cudaStreamDestroy(s.copy);
       if (s.compute) cudaStreamDestroy(s.compute);
     }
-    if (caller_device >= 0) cudaSetDevice(caller_device);
+    // Back to the caller's device, where it is another one this backend used: cudaSetDevice
+    // would create a context on a GPU nobody touched (the stray context the lessons warn about).
+    int now = -1;
+    if (caller_device >= 0 && static_cast<size_t>(caller_device) < states_.size() &&
+        states_[static_cast<size_t>(caller_device)]->ready && cudaGetDevice(&now) == cudaSuccess && now != caller_device)
+      cudaSetDevice(caller_device);
   }
 
   // ---- Backend --------------------------------------------------------------------------------

@@ -118,23 +118,21 @@ bool EventTrace::emit_locked(const Span& s) {
   float from_origin_ms = 0, duration_ms = 0;
   FURNACE_CUDA_CHECK(cudaEventElapsedTime(&from_origin_ms, s.origin->event, s.start));
   FURNACE_CUDA_CHECK(cudaEventElapsedTime(&duration_ms, s.start, s.stop));
-  const double start_s = s.origin->host_s + from_origin_ms * 1e-3;
+  if (trace_ && trace_->active()) {  // a subscriber may throw: the span then stays open, unchanged
+    TraceEvent e;
+    e.kind = s.kind;
+    e.name = s.name;
+    e.device = s.device;
+    e.stream = s.stream;
+    e.start_s = s.origin->host_s + from_origin_ms * 1e-3;
+    e.dur_s = duration_ms * 1e-3;
+    e.bytes = s.bytes;
+    e.flops = s.flops;
+    trace_->emit(e);
+  }
   // A span measured from the device's current origin may become the next one; one measured from
   // an older origin never moves it back.
-  const bool origin_taken =
-      s.origin == origin_.at(static_cast<size_t>(s.device)) && advance_origin_locked(s.device, s.start, from_origin_ms);
-  if (!trace_ || !trace_->active()) return origin_taken;
-  TraceEvent e;
-  e.kind = s.kind;
-  e.name = s.name;
-  e.device = s.device;
-  e.stream = s.stream;
-  e.start_s = start_s;
-  e.dur_s = duration_ms * 1e-3;
-  e.bytes = s.bytes;
-  e.flops = s.flops;
-  trace_->emit(e);
-  return origin_taken;
+  return s.origin == origin_.at(static_cast<size_t>(s.device)) && advance_origin_locked(s.device, s.start, from_origin_ms);
 }
 
 void EventTrace::flush_locked(bool wait, int device) {

@@ -127,7 +127,9 @@ class NcclRankComm final : public RankCommunicator {
     }
     if (!drained) header_dev_ = nullptr;
     release_cuda();
-    if (caller_device >= 0) cudaSetDevice(caller_device);
+    // Back to the caller's device (the one it had current: its context exists).
+    int now = -1;
+    if (caller_device >= 0 && cudaGetDevice(&now) == cudaSuccess && now != caller_device) cudaSetDevice(caller_device);
   }
 
   int rank() const override { return rank_; }
