@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "furnace/toml_reader.h"  // defines: nearest_name (the TOML readers' "did you mean")
+
 namespace furnace::cli {
 
 // The options `--name` may be at argv[i]: those of the command chain argv[1..i) selects (a
@@ -72,22 +74,6 @@ inline void refuse_empty_numbers(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands({})) refuse_empty_numbers(*sub);
 }
 
-// Levenshtein distance, for "did you mean".
-inline size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
 // For CLI11's "The following argument was not expected: dgx-h100 --topolgy": the first `--name`
 // in argv that neither the command it follows nor the commands above it know, as "unknown option
 // --topolgy (did you mean --topology?)" (the nearest name within two edits); "" when every
@@ -102,10 +88,7 @@ inline std::string unknown_option_line(CLI::App& app, int argc, char** argv) {
     for (const CLI::Option* opt : options_in_scope(app, i, argv))
       for (const std::string& l : opt->get_lnames()) known.push_back(l);
     if (name.empty() || std::find(known.begin(), known.end(), name) != known.end()) continue;
-    std::string best;
-    size_t best_distance = 3;
-    for (const std::string& k : known)
-      if (const size_t d = edit_distance(name, k); d < best_distance) best = k, best_distance = d;
+    const std::string best = nearest_name(name, known);
     return "unknown option --" + name + (best.empty() ? "" : " (did you mean --" + best + "?)");
   }
   return "";

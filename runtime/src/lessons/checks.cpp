@@ -72,6 +72,17 @@ bool contains(const Value& a, const Value& needle) {
   return false;
 }
 
+// `text` as a number when the whole of it is one ("4.0"); nullopt otherwise.
+std::optional<double> parse_number(const std::string& text) {
+  try {
+    size_t used = 0;
+    const double d = std::stod(text, &used);
+    if (used == text.size()) return d;
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
 // Lower-case, without spaces, brackets, quotes; "," separators kept ("3 3" -> "3,3").
 std::string normalize_answer(std::string_view text) {
   std::string s(text);
@@ -232,18 +243,9 @@ std::optional<size_t> chosen(const Prediction& p, std::string_view answer) {
     return static_cast<size_t>(trimmed[0] - 'a');
   for (size_t i = 0; i < p.choices.size(); ++i)  // a choice typed as it is shown
     if (normalize_answer(p.choices[i]) == trimmed) return i;
-  const auto number = [](const std::string& text) -> std::optional<double> {  // "4.0" is the choice "4"
-    try {
-      size_t used = 0;
-      const double d = std::stod(text, &used);
-      if (used == text.size()) return d;
-    } catch (const std::exception&) {
-    }
-    return std::nullopt;
-  };
-  if (const std::optional<double> typed = number(trimmed))
+  if (const std::optional<double> typed = parse_number(trimmed))  // "4.0" is the choice "4"
     for (size_t i = 0; i < p.choices.size(); ++i)
-      if (number(normalize_answer(p.choices[i])) == typed) return i;
+      if (parse_number(normalize_answer(p.choices[i])) == typed) return i;
   return std::nullopt;
 }
 
@@ -253,15 +255,7 @@ bool answer_matches(const Prediction& p, const Value& real, std::string_view ans
   const std::string trimmed = normalize_answer(answer);
   const std::string want = normalize_answer(format_value(real));
   if (trimmed == want) return true;
-  if (real.type == Value::Type::number) {
-    try {
-      size_t used = 0;
-      const double d = std::stod(trimmed, &used);
-      return used == trimmed.size() && d == real.number;
-    } catch (const std::exception&) {
-      return false;
-    }
-  }
+  if (real.type == Value::Type::number) return parse_number(trimmed) == real.number;
   if (real.type == Value::Type::array) {  // numbers inside arrays compared as numbers: "0.50,1"
     std::vector<std::string> parts;
     size_t start = 0;
@@ -278,12 +272,7 @@ bool answer_matches(const Prediction& p, const Value& real, std::string_view ans
         if (parts[i] != normalize_answer(format_value(item))) return false;
         continue;
       }
-      try {
-        size_t used = 0;
-        if (std::stod(parts[i], &used) != item.number || used != parts[i].size()) return false;
-      } catch (const std::exception&) {
-        return false;
-      }
+      if (parse_number(parts[i]) != item.number) return false;
     }
     return true;
   }
