@@ -116,40 +116,6 @@ const lesson::Lesson& find_lesson(const std::vector<lesson::Lesson>& lessons, co
   FURNACE_FAIL() << "no lesson '" << id << "' (lessons: " << lesson_ids(lessons) << ")";
 }
 
-// A check's "expected greater_than busy_ms[1] x 2 (= 0.75)" in the reader's language: the
-// comparison's words (the lesson file's keys) in Chinese, the names and numbers as they are.
-std::string localized_detail(const std::string& detail, Lang lang) {
-  if (lang != Lang::zh) return detail;
-  static const std::pair<const char*, const char*> kWords[] = {
-      {"not_equals ", "不等于 "}, {"not_contains ", "不包含 "}, {"equals ", "等于 "}, {"less_than ", "小于 "},
-      {"greater_than ", "大于 "}, {"at_most ", "至多 "}, {"at_least ", "至少 "}, {"approx ", "约等于 "},
-      {"contains ", "包含 "}};
-  std::string out = detail;
-  if (out.rfind("expected ", 0) == 0) out = "应当" + out.substr(9);
-  for (const auto& [en, zh] : kWords)
-    for (size_t at = 0; (at = out.find(en, at)) != std::string::npos;) {
-      // Only the word itself: not the tail of another ("not_equals" holds "equals").
-      if (at > 0 && (std::isalnum(static_cast<unsigned char>(out[at - 1])) || out[at - 1] == '_')) {
-        at += std::strlen(en);
-        continue;
-      }
-      out.replace(at, std::strlen(en), zh);
-      at += std::strlen(zh);
-    }
-  return out;
-}
-
-// The step's setup as scenario_summary says it (code, mostly), its two English phrases in Chinese.
-std::string localized_summary(std::string summary, Lang lang) {
-  if (lang != Lang::zh) return summary;
-  static const std::pair<std::string, std::string> kPhrases[] = {
-      {"' before the first device use", "'（在第一次使用设备之前）"},
-      {"' after the first device use", "'（在第一次使用设备之后）"}};
-  for (const auto& [en, zh] : kPhrases)
-    for (size_t at; (at = summary.find(en)) != std::string::npos;) summary.replace(at, en.size(), zh);
-  return summary;
-}
-
 void print_checks(const lesson::Step& step, const lesson::StepOutcome& out, Lang lang, bool color) {
   const char* pass = color ? "\x1b[32mPASS\x1b[0m" : "PASS";
   const char* fail = color ? "\x1b[31mFAIL\x1b[0m" : "FAIL";
@@ -179,13 +145,13 @@ void print_checks(const lesson::Step& step, const lesson::StepOutcome& out, Lang
     std::string detail = c.observable + " = " + actual;
     const bool compared = std::any_of(c.expectations.begin(), c.expectations.end(),
                                       [](const lesson::Expectation& e) { return e.of.has_value(); });
-    if (!r.pass || compared) detail += "; " + localized_detail(r.detail, lang);  // a comparison shows what it compared with
+    if (!r.pass || compared) detail += "; " + r.detail(lang);  // a comparison shows what it compared with
     std::printf("        (%s)\n", detail.c_str());
   }
   if (out.prediction && !out.prediction->among_choices)
     std::printf(lang == Lang::zh ? "  %s  预测的选项里没有真实的答案 %s\n"
                                  : "  %s  the prediction's choices do not include the real answer %s\n",
-                fail, out.prediction->answer.c_str());
+                fail, out.prediction->shown(lang).c_str());
 }
 
 // Asks the prediction on the terminal, under its question: lists the choices (a), b), ...) and
@@ -251,7 +217,7 @@ void run_lesson(const lesson::Lesson& l, Lang lang, std::optional<int> only_step
     if (step.prediction) {
       std::string verdict;
       if (answer) {
-        std::string why;
+        lesson::Missing why;
         const std::optional<lesson::Value> real = lesson::lookup(step.prediction->observable, out.observables, {}, &why);
         const bool ok = real && lesson::answer_matches(*step.prediction, *real, *answer);
         const bool judged = real && lesson::answer_is_judged(*step.prediction, *real);
@@ -262,9 +228,9 @@ void run_lesson(const lesson::Lesson& l, Lang lang, std::optional<int> only_step
         verdict = std::string(L.your) + L.colon + shown +
                   (ok ? std::string(" -> ") + L.right : judged ? std::string(" -> ") + L.wrong : std::string()) + "\n";
       }
-      std::printf("\n%s%s%s%s\n", verdict.c_str(), L.answer, L.colon, out.prediction->answer.c_str());
+      std::printf("\n%s%s%s%s\n", verdict.c_str(), L.answer, L.colon, out.prediction->shown(lang).c_str());
     }
-    std::printf("\n%s%s%s\n", L.ran, L.colon, localized_summary(lesson::scenario_summary(step), lang).c_str());
+    std::printf("\n%s%s%s\n", L.ran, L.colon, lesson::scenario_summary(step, lang).c_str());
     const std::string& error = out.observables.at("error").string;
     for (const lesson::Value& w : out.observables.at("warnings").items) std::printf("  UserWarning: %s\n", w.string.c_str());
     if (!error.empty()) std::printf("  %s%s%s\n", L.raised, L.colon, error.c_str());

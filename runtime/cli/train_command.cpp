@@ -529,7 +529,8 @@ void run(const TrainOptions& o) {
     std::printf("furnace train: MLP 784-%s-10, batch %lld, %s, %d epoch%s%s, %s, %s\n",
                 widths.c_str(), static_cast<long long>(sc.batch), optimizer_text(sc).c_str(), sc.epochs,
                 sc.epochs == 1 ? "" : "s",
-                sc.max_steps > 0 ? (" (at most " + std::to_string(sc.max_steps) + " steps: --steps)").c_str() : "",
+                sc.max_steps > 0 ? (" (at most " + std::to_string(sc.max_steps) + (sc.max_steps == 1 ? " step" : " steps") +
+                                       ": --steps)").c_str() : "",
                 on_gpus ? "this machine's GPUs (cuda backend)" : ("topology " + sc.topology).c_str(),
                 sc.parallel_mode() == ParallelMode::ddp ? "rank r on cuda:r" : ("device cuda:" + std::to_string(sc.device)).c_str());
   if (!quiet && !json && (sc.amp_mode() != AmpMode::off || sc.accum > 1 || sc.workers > 0 || sc.pin_memory))

@@ -255,7 +255,7 @@ TEST(LessonChecks, ReferencesToOtherObservablesAndEarlierSteps) {
   c.expectations[0].times = 3;
   const lesson::CheckResult r = lesson::evaluate_check(c, sample(), {});
   EXPECT_FALSE(r.pass);
-  EXPECT_NE(r.detail.find("3000"), std::string::npos) << r.detail;
+  EXPECT_NE(r.detail().find("3000"), std::string::npos) << r.detail();
   // STEP.NAME reads an earlier step's observables.
   lesson::Observables first{{"count", Value::of_int(4)}};
   c.expectations[0].of = "first.count";
@@ -272,10 +272,58 @@ TEST(LessonChecks, MissingValuesFailWithTheReason) {
   lesson::Observables failed{{"error", Value::of_string("CUDA error: invalid device ordinal")}};
   lesson::CheckResult r = lesson::evaluate_check(check("count", Op::equals, Value::of_int(4)), failed, {});
   EXPECT_FALSE(r.pass);
-  EXPECT_NE(r.detail.find("the action failed: CUDA error: invalid device ordinal"), std::string::npos) << r.detail;
+  EXPECT_NE(r.detail().find("the action failed: CUDA error: invalid device ordinal"), std::string::npos) << r.detail();
   r = lesson::evaluate_check(check("chunks[7]", Op::equals, Value::of_int(1)), sample(), {});
   EXPECT_FALSE(r.pass);
-  EXPECT_NE(r.detail.find("out of range"), std::string::npos) << r.detail;
+  EXPECT_NE(r.detail().find("out of range"), std::string::npos) << r.detail();
+}
+
+// The evidence line in either language is built from what was compared, not translated from the
+// English text: a literal that holds one of the operators' names stays as the lesson wrote it.
+TEST(LessonChecks, DetailsSayTheComparisonInEitherLanguage) {
+  using Op = lesson::Expectation::Op;
+  using lesson::Lang;
+  lesson::Check c = check("mapping", Op::not_contains, Value::of_string("equals GPU 2"));
+  lesson::Expectation e;
+  e.op = Op::greater_than;
+  e.of = "mem[1]";
+  e.times = 2;
+  lesson::Check both = check("mem[0]", Op::at_most, Value::of_int(5000));
+  both.expectations.push_back(e);
+  const lesson::Observables o = sample();
+  lesson::CheckResult r = lesson::evaluate_check(c, o, {});
+  EXPECT_TRUE(r.pass);
+  EXPECT_EQ(r.detail(Lang::en), "expected not_contains equals GPU 2");
+  EXPECT_EQ(r.detail(Lang::zh), "应当不包含 equals GPU 2");
+  r = lesson::evaluate_check(both, o, {});
+  EXPECT_TRUE(r.pass);  // 3000 <= 5000 and 3000 > 2 x 1000
+  EXPECT_EQ(r.detail(Lang::en), "expected at_most 5000, greater_than mem[1] x 2 (= 2000)");
+  EXPECT_EQ(r.detail(Lang::zh), "应当至多 5000, 大于 mem[1] x 2 (= 2000)");
+  // Why a comparison could not be made, and why a value is missing.
+  r = lesson::evaluate_check(check("mapping", Op::at_least, Value::of_int(1)), o, {});
+  EXPECT_FALSE(r.pass);
+  EXPECT_EQ(r.detail(Lang::en), "expected at_least 1 [not a number]");
+  EXPECT_EQ(r.detail(Lang::zh), "应当至少 1 [不是数字]");
+  r = lesson::evaluate_check(check("chunks[7]", Op::equals, Value::of_int(1)), o, {});
+  EXPECT_EQ(r.detail(Lang::en), "'chunks[7]' is out of range: chunks has 4 elements [3, 3, 3, 1]");
+  EXPECT_EQ(r.detail(Lang::zh), "'chunks[7]' 超出范围：chunks 只有 4 个元素 [3, 3, 3, 1]");
+  e.of = "first.count";
+  lesson::Check later = check("count", Op::at_least, Value::of_int(1));
+  later.expectations.push_back(e);
+  r = lesson::evaluate_check(later, o, {});
+  EXPECT_FALSE(r.pass);
+  EXPECT_EQ(r.detail(Lang::en), "first.count: step 'first' has not run");
+  EXPECT_EQ(r.detail(Lang::zh), "first.count: 步骤 'first' 还没有运行");
+  later.expectations[1].of = "mapping";
+  r = lesson::evaluate_check(later, o, {});
+  EXPECT_EQ(r.detail(Lang::en), "mapping is not a number (times needs one)");
+  // A prediction whose observable the action did not produce says why in the reader's language.
+  lesson::Prediction p;
+  p.observable = "missing";
+  const lesson::PredictionResult pr = lesson::prediction_answer(p, o);
+  EXPECT_FALSE(pr.among_choices);
+  EXPECT_EQ(pr.shown(Lang::en), "('missing' was not produced)");
+  EXPECT_EQ(pr.shown(Lang::zh), "(没有产生 'missing')");
 }
 
 TEST(LessonPredictions, AnswersMatchLoosely) {
@@ -364,7 +412,7 @@ TEST_F(LessonRunOrder, JumpingToAStepRunsTheStepsItRefersTo) {
   const lesson::StepOutcome& out = run.run_step(1);
   EXPECT_TRUE(run.has_run(0)) << "step 2 refers to step 1's device_count";
   ASSERT_EQ(out.checks.size(), 2u);
-  EXPECT_TRUE(out.checks[0].pass) << out.checks[0].detail;
+  EXPECT_TRUE(out.checks[0].pass) << out.checks[0].detail();
   EXPECT_FALSE(out.checks[1].pass);
   EXPECT_EQ(out.checks[1].actual, "3");
   EXPECT_FALSE(out.passed);
@@ -387,6 +435,16 @@ TEST_F(LessonRunOrder, TheScenarioSummaryFollowsTheOrderThingsHappen) {
   const lesson::Lesson l = lesson::load_lesson((root_ / "01-tiny").string());
   EXPECT_EQ(lesson::scenario_summary(l.steps.at(1)),
             "memory: topology workstation-4x3090, alloc [1MiB,5MiB], free [0], empty_cache()");
+  EXPECT_EQ(lesson::scenario_summary(l.steps.at(1), lesson::Lang::zh), lesson::scenario_summary(l.steps.at(1)));
+  lesson::Step devices;
+  devices.action = "devices";
+  devices.setup = lesson::default_setup(devices.action);
+  devices.setup.keys = {"set_visible_before_init"};
+  std::get<lesson::DevicesSetup>(devices.setup.action).set_visible_before_init = "1";
+  EXPECT_EQ(lesson::scenario_summary(devices),
+            "devices: topology workstation-4x3090, os.environ['CUDA_VISIBLE_DEVICES']='1' before the first device use");
+  EXPECT_EQ(lesson::scenario_summary(devices, lesson::Lang::zh),
+            "devices: topology workstation-4x3090, os.environ['CUDA_VISIBLE_DEVICES']='1'（在第一次使用设备之前）");
 }
 
 TEST(LessonActions, ErrorsBecomeTheErrorObservableAndEarlierValuesStay) {

@@ -74,7 +74,7 @@ TEST_P(LessonChecks, LoadsAndEveryCheckPasses) {
       EXPECT_FALSE(step.checks[k].claim.in(lang).empty());
       EXPECT_TRUE(out.checks[k].pass) << "FAIL: " << step.checks[k].claim.in(lang) << "\n  "
                                       << step.checks[k].observable << " = " << out.checks[k].actual << "; "
-                                      << out.checks[k].detail;
+                                      << out.checks[k].detail();
       ++checks;
     }
     if (step.prediction) {
@@ -83,9 +83,9 @@ TEST_P(LessonChecks, LoadsAndEveryCheckPasses) {
       EXPECT_TRUE(out.prediction->among_choices) << "the real answer " << out.prediction->answer
                                                  << " is not among the choices";
       // The real answer, typed back, is accepted.
-      std::string why;
+      lesson::Missing why;
       const auto real = lesson::lookup(step.prediction->observable, out.observables, {}, &why);
-      ASSERT_TRUE(real) << why;
+      ASSERT_TRUE(real) << lesson::describe_missing(why, lesson::Lang::en);
       EXPECT_TRUE(lesson::answer_matches(*step.prediction, *real, out.prediction->answer));
     }
   }

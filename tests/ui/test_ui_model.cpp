@@ -755,7 +755,7 @@ TEST(Controller, ALessonStepSetsUpItsScenarioAndRunsItsChecksOffTheUiThread) {
   const lesson::StepOutcome* o = c.snapshot().lesson.outcome(0);
   ASSERT_NE(o, nullptr) << c.snapshot().lesson.run_error;
   EXPECT_FALSE(o->checks.empty());
-  for (const lesson::CheckResult& r : o->checks) EXPECT_TRUE(r.pass) << r.check->observable << ": " << r.detail;
+  for (const lesson::CheckResult& r : o->checks) EXPECT_TRUE(r.pass) << r.check->observable << ": " << r.detail();
 
   app.lesson.step_request = 1;  // next: a new step, results of the first kept
   c.update(app, 1);

@@ -173,7 +173,7 @@ TEST(UiGlyphs, CoverEveryChineseCharacterOfTheLabels) {
     p += ImTextCharFromUtf8(&c, p, nullptr);
     have += static_cast<char32_t>(c);
   }
-  std::vector<std::filesystem::path> sources{FURNACE_UI_RUNTIME_TEXT};
+  std::vector<std::filesystem::path> sources{FURNACE_UI_RUNTIME_TEXT, FURNACE_UI_LESSON_TEXT, FURNACE_UI_LESSON_SETUP_TEXT};
   for (const auto& entry : std::filesystem::directory_iterator(FURNACE_UI_SOURCE_DIR)) sources.push_back(entry.path());
   for (const std::filesystem::path& source : sources) {
     std::ifstream in(source);

@@ -215,7 +215,7 @@ void LessonPanel::draw_frame(AppState& app, const Snapshot& snap) {
   colored_wrapped(colors::kText, step->title.in(lang));
   // The panel by its title ("Step flow"), not the lesson file's key ("step_flow").
   const std::optional<PanelId> panel = parse_panel(step->panel);
-  colored_wrapped(colors::kTextDim, lesson::scenario_summary(*step) + "   [" +
+  colored_wrapped(colors::kTextDim, lesson::scenario_summary(*step, lang) + "   [" +
                                         (panel ? panel_display_name(*panel, zh) : step->panel) + "]");
   ImGui::Separator();
   const lesson::StepOutcome* outcome = v.outcome(static_cast<size_t>(v.step));
@@ -241,7 +241,7 @@ void LessonPanel::draw_frame(AppState& app, const Snapshot& snap) {
       wrapped(c.check->claim.in(lang));
       if (!c.pass || ImGui::IsItemHovered())
         colored_wrapped(colors::kTextDim, "  " + c.check->observable + " = " + c.actual +
-                                              (c.detail.empty() ? "" : "  (" + c.detail + ")"));
+                                              "  (" + c.detail(lang) + ")");
     }
   }
   if (!v.run_error.empty()) colored_wrapped(colors::kError, v.run_error);
@@ -281,10 +281,10 @@ void LessonPanel::draw_frame(AppState& app, const Snapshot& snap) {
       if (ImGui::InputText("##answer", &answer)) answered_step = v.step;
     }
     if (outcome && answered_step == v.step && !answer.empty()) {
-      std::string why;
-      const std::optional<lesson::Value> real = lesson::lookup(p.observable, outcome->observables, {}, &why);
+      lesson::Missing missing;
+      const std::optional<lesson::Value> real = lesson::lookup(p.observable, outcome->observables, {}, &missing);
       const bool right = real && lesson::answer_matches(p, *real, answer);
-      const std::string actual = outcome->prediction ? outcome->prediction->answer : (real ? lesson::format_value(*real) : why);
+      const std::string actual = outcome->prediction ? outcome->prediction->shown(lang) : (real ? lesson::format_value(*real) : lesson::describe_missing(missing, lang));
       if (right)
         colored_wrapped(colors::kAllocated, std::string(zh ? "答对了：" : "Right: ") + actual);
       else if (real && !lesson::answer_is_judged(p, *real))  // an open question: compare for yourself
@@ -292,7 +292,7 @@ void LessonPanel::draw_frame(AppState& app, const Snapshot& snap) {
       else
         colored_wrapped(colors::kWarning, std::string(zh ? "实际是：" : "Actually: ") + actual);
     } else if (outcome && outcome->prediction) {
-      colored_wrapped(colors::kTextDim, std::string(zh ? "实际结果：" : "The runtime says: ") + outcome->prediction->answer);
+      colored_wrapped(colors::kTextDim, std::string(zh ? "实际结果：" : "The runtime says: ") + outcome->prediction->shown(lang));
     }
   } else {
     ImGui::TextUnformatted("");

@@ -23,10 +23,40 @@ std::pair<std::string, long> split_index(const std::string& ref) {
   return {ref.substr(0, open), std::stol(digits)};
 }
 
-std::string describe(const Expectation& e) {
+// An expectation's operator as the evidence line says it: the key's name in English ("at_least"),
+// words in Chinese.
+const char* expectation_word(Expectation::Op op, Lang lang) {
+  if (lang == Lang::en) return expectation_name(op);
+  switch (op) {
+    case Expectation::Op::equals: return "等于";
+    case Expectation::Op::not_equals: return "不等于";
+    case Expectation::Op::less_than: return "小于";
+    case Expectation::Op::greater_than: return "大于";
+    case Expectation::Op::at_most: return "至多";
+    case Expectation::Op::at_least: return "至少";
+    case Expectation::Op::approx: return "约等于";
+    case Expectation::Op::contains: return "包含";
+    case Expectation::Op::not_contains: return "不包含";
+  }
+  return "?";
+}
+
+// "at_least mem[1] x 2 (= 2000)": the operator, the value or reference, and what a reference was.
+std::string describe(const CheckResult::Compared& c, Lang lang) {
+  const Expectation& e = c.expectation;
   std::string what = e.of ? *e.of + (e.times != 1 ? " x " + format_value(Value::of_number(e.times)) : "")
                           : format_value(e.literal);
-  return std::string(expectation_name(e.op)) + " " + what;
+  if (c.resolved) what += " (= " + format_value(*c.resolved) + ")";
+  using Why = CheckResult::Compared::Why;
+  switch (c.why) {
+    case Why::none: break;
+    case Why::empty_array: what += lang == Lang::zh ? " [数组为空]" : " [the array is empty]"; break;
+    case Why::not_a_number: what += lang == Lang::zh ? " [不是数字]" : " [not a number]"; break;
+    case Why::expected_not_a_number:
+      what += lang == Lang::zh ? " [预期值不是数字]" : " [the expected value is not a number]";
+      break;
+  }
+  return std::string(expectation_word(e.op, lang)) + " " + what;
 }
 
 bool approx_equal(const Value& a, const Value& b, double rel, double abs) {
@@ -41,10 +71,10 @@ bool approx_equal(const Value& a, const Value& b, double rel, double abs) {
 }
 
 // Numeric comparison of `a` (a number, or every element of an array) with the number `b`.
-bool compare(const Value& a, double b, Expectation::Op op, std::string* why) {
+bool compare(const Value& a, double b, Expectation::Op op, CheckResult::Compared::Why* why) {
   if (a.type == Value::Type::array) {
     if (a.items.empty()) {
-      *why = "the array is empty";
+      *why = CheckResult::Compared::Why::empty_array;
       return false;
     }
     for (const Value& item : a.items)
@@ -52,7 +82,7 @@ bool compare(const Value& a, double b, Expectation::Op op, std::string* why) {
     return true;
   }
   if (a.type != Value::Type::number) {
-    *why = "not a number";
+    *why = CheckResult::Compared::Why::not_a_number;
     return false;
   }
   switch (op) {
@@ -119,14 +149,37 @@ const char* expectation_name(Expectation::Op op) {
   return "?";
 }
 
+std::string describe_missing(const Missing& m, Lang lang) {
+  const bool zh = lang == Lang::zh;
+  switch (m.kind) {
+    case Missing::Kind::step_not_run:
+      return zh ? "步骤 '" + m.name + "' 还没有运行" : "step '" + m.name + "' has not run";
+    case Missing::Kind::action_failed:
+      return zh ? "没有产生：操作失败：" + m.detail : "not produced: the action failed: " + m.detail;
+    case Missing::Kind::not_produced:
+      return zh ? "没有产生 '" + m.name + "'" : "'" + m.name + "' was not produced";
+    case Missing::Kind::not_an_element:
+      return zh ? "'" + m.name + "' 不是数组的元素" : "'" + m.name + "' is not an element of an array";
+    case Missing::Kind::out_of_range: {
+      const std::string base = m.name.substr(0, m.name.find('['));
+      return zh ? "'" + m.name + "' 超出范围：" + base + " 只有 " + std::to_string(m.count) + " 个元素 " + m.detail
+                : "'" + m.name + "' is out of range: " + base + " has " + std::to_string(m.count) + " element" +
+                      (m.count == 1 ? "" : "s") + " " + m.detail;
+    }
+    case Missing::Kind::times_not_number:
+      return zh ? m.name + " 不是数字（times 需要数字）" : m.name + " is not a number (times needs one)";
+  }
+  return "?";
+}
+
 std::optional<Value> lookup(const std::string& ref, const Observables& own,
-                            const std::map<std::string, Observables>& earlier, std::string* why) {
+                            const std::map<std::string, Observables>& earlier, Missing* why) {
   const Observables* where = &own;
   std::string name = ref;
   if (const size_t dot = ref.find('.'); dot != std::string::npos) {
     const auto it = earlier.find(ref.substr(0, dot));
     if (it == earlier.end()) {
-      *why = "step '" + ref.substr(0, dot) + "' has not run";
+      *why = {Missing::Kind::step_not_run, ref.substr(0, dot), "", 0};
       return std::nullopt;
     }
     where = &it->second;
@@ -137,58 +190,67 @@ std::optional<Value> lookup(const std::string& ref, const Observables& own,
   if (it == where->end()) {
     const auto err = where->find("error");
     if (err != where->end() && !err->second.string.empty())
-      *why = "not produced: the action failed: " + err->second.string;
+      *why = {Missing::Kind::action_failed, base, err->second.string, 0};
     else
-      *why = "'" + base + "' was not produced";
+      *why = {Missing::Kind::not_produced, base, "", 0};
     return std::nullopt;
   }
   if (index == -1) return it->second;
   if (index < 0 || it->second.type != Value::Type::array) {
-    *why = "'" + name + "' is not an element of an array";
+    *why = {Missing::Kind::not_an_element, name, "", 0};
     return std::nullopt;
   }
   if (static_cast<size_t>(index) >= it->second.items.size()) {
-    *why = "'" + name + "' is out of range: " + base + " has " + std::to_string(it->second.items.size()) +
-           " element" + (it->second.items.size() == 1 ? "" : "s") + " " + format_value(it->second);
+    *why = {Missing::Kind::out_of_range, name, format_value(it->second), it->second.items.size()};
     return std::nullopt;
   }
   return it->second.items[static_cast<size_t>(index)];
+}
+
+std::string CheckResult::detail(Lang lang) const {
+  if (missing) return (missing_of.empty() ? "" : missing_of + ": ") + describe_missing(*missing, lang);
+  std::string details;
+  for (const Compared& c : compared) details += (details.empty() ? "" : ", ") + describe(c, lang);
+  return (lang == Lang::zh ? "应当" : "expected ") + details;
 }
 
 CheckResult evaluate_check(const Check& check, const Observables& own,
                            const std::map<std::string, Observables>& earlier) {
   CheckResult r;
   r.check = &check;
-  std::string why;
+  Missing why;
   const std::optional<Value> actual = lookup(check.observable, own, earlier, &why);
   if (!actual) {
-    r.detail = why;
+    r.missing = why;
     return r;
   }
   r.actual = actual->type == Value::Type::string && actual->string.empty() ? "\"\"" : format_value(*actual);
   r.pass = true;
-  std::string details;
   for (const Expectation& e : check.expectations) {
+    CheckResult::Compared c;
+    c.expectation = e;
     Value expected = e.literal;
     if (e.of) {
       const std::optional<Value> other = lookup(*e.of, own, earlier, &why);
-      if (!other) {
+      if (!other || (other->type != Value::Type::number && e.times != 1)) {
         r.pass = false;
-        r.detail = *e.of + ": " + why;
+        r.compared.clear();
+        if (other) {
+          r.missing = Missing{Missing::Kind::times_not_number, *e.of, "", 0};
+        } else {
+          r.missing = why;
+          r.missing_of = *e.of;
+        }
         return r;
       }
       expected = *other;
       if (expected.type == Value::Type::number) {
         expected.number *= e.times;
         if (e.times != std::floor(e.times)) expected.integer = false;
-      } else if (e.times != 1) {
-        r.pass = false;
-        r.detail = *e.of + " is not a number (times needs one)";
-        return r;
       }
+      c.resolved = expected;
     }
     bool ok = false;
-    std::string reason;
     switch (e.op) {
       case Expectation::Op::equals: ok = values_equal(*actual, expected); break;
       case Expectation::Op::not_equals: ok = !values_equal(*actual, expected); break;
@@ -196,27 +258,24 @@ CheckResult evaluate_check(const Check& check, const Observables& own,
       case Expectation::Op::contains: ok = contains(*actual, expected); break;
       case Expectation::Op::not_contains: ok = !contains(*actual, expected); break;
       default:
-        if (expected.type != Value::Type::number) {
-          reason = "the expected value is not a number";
-        } else {
-          ok = compare(*actual, expected.number, e.op, &reason);
-        }
+        if (expected.type != Value::Type::number)
+          c.why = CheckResult::Compared::Why::expected_not_a_number;
+        else
+          ok = compare(*actual, expected.number, e.op, &c.why);
         break;
     }
-    const std::string what = describe(e) + (e.of ? " (= " + format_value(expected) + ")" : "");
-    details += (details.empty() ? "" : ", ") + what + (reason.empty() ? "" : " [" + reason + "]");
+    r.compared.push_back(std::move(c));
     r.pass = r.pass && ok;
   }
-  r.detail = "expected " + details;
   return r;
 }
 
 PredictionResult prediction_answer(const Prediction& p, const Observables& own) {
   PredictionResult r;
-  std::string why;
+  Missing why;
   const std::optional<Value> v = lookup(p.observable, own, {}, &why);
   if (!v) {
-    r.answer = "(" + why + ")";
+    r.missing = why;
     r.among_choices = false;
     return r;
   }

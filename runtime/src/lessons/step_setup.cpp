@@ -27,11 +27,12 @@ namespace {
 using Add = std::function<void(const std::string&)>;
 
 // One scenario key: `read` stores the value of node `n` (the key `k` of table `f`) into the setup
-// (of an action that reads the key), `describe` says it for scenario_summary.
+// (of an action that reads the key), `describe` says it for scenario_summary (in `lang` where it
+// has words that are not code).
 struct StepKey {
   const char* name;
   void (*read)(const Fields& f, const toml::node& n, const std::string& k, StepSetup& s);
-  void (*describe)(const StepSetup& s, const Add& add);
+  void (*describe)(const StepSetup& s, Lang lang, const Add& add);
 };
 
 int64_t at_least(const Fields& f, const toml::node& n, const std::string& k, int64_t min) {
@@ -73,7 +74,7 @@ const std::vector<StepKey>& step_keys() {
            f.fail(&n, std::string("topology: ") + e.what());
          }
        },
-       [](const StepSetup&, const Add&) {}},  // always said first (scenario_summary)
+       [](const StepSetup&, Lang, const Add&) {}},  // always said first (scenario_summary)
       {"env",
        [](const Fields& f, const toml::node& n, const std::string&, StepSetup& s) {
          if (!n.is_table()) f.fail(&n, "'env' must be a table { CUDA_VISIBLE_DEVICES = \"...\" }, got " + toml_type_name(n));
@@ -81,66 +82,66 @@ const std::vector<StepKey>& step_keys() {
          env.only({kCudaVisibleDevices, kCudaDeviceOrder}, "env");
          for (auto&& [ek, ev] : *n.as_table()) s.scenario().env[std::string(ek.str())] = env.string_of(ev, ek.str());
        },
-       [](const StepSetup& s, const Add& add) {
+       [](const StepSetup& s, Lang, const Add& add) {
          for (const auto& [ek, ev] : s.scenario().env) add(ek + "=" + ev);
        }},
       {"set_visible_before_init",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          of<DevicesSetup>(s).set_visible_before_init = f.string_of(n, k);
        },
-       [](const StepSetup& s, const Add& add) {
+       [](const StepSetup& s, Lang lang, const Add& add) {
          add("os.environ['CUDA_VISIBLE_DEVICES']='" + *of<DevicesSetup>(s).set_visible_before_init +
-             "' before the first device use");
+             (lang == Lang::zh ? "'（在第一次使用设备之前）" : "' before the first device use"));
        }},
       {"set_visible_after_init",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          of<DevicesSetup>(s).set_visible_after_init = f.string_of(n, k);
        },
-       [](const StepSetup& s, const Add& add) {
+       [](const StepSetup& s, Lang lang, const Add& add) {
          add("os.environ['CUDA_VISIBLE_DEVICES']='" + *of<DevicesSetup>(s).set_visible_after_init +
-             "' after the first device use");
+             (lang == Lang::zh ? "'（在第一次使用设备之后）" : "' after the first device use"));
        }},
       {"set_device",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          of<DevicesSetup>(s).set_device = static_cast<int>(at_least(f, n, k, 0));
        },
-       [](const StepSetup& s, const Add& add) { add("set_device(" + std::to_string(*of<DevicesSetup>(s).set_device) + ")"); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("set_device(" + std::to_string(*of<DevicesSetup>(s).set_device) + ")"); }},
       {"parallel",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().parallel = f.string_of(n, k);
          if (!parse_parallel_mode(s.scenario().parallel)) f.fail(&n, "'parallel' must be \"none\", \"dp\" or \"ddp\"");
        },
-       [](const StepSetup& s, const Add& add) { add("parallel " + s.scenario().parallel); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("parallel " + s.scenario().parallel); }},
       {"device",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().device = static_cast<int>(at_least(f, n, k, 0));
        },
-       [](const StepSetup& s, const Add& add) { add("device " + std::to_string(s.scenario().device)); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("device " + std::to_string(s.scenario().device)); }},
       {"device_ids",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().device_ids = to_ints(f.integers_of(n, k));
        },
-       [](const StepSetup& s, const Add& add) { add("device_ids " + ints(*s.scenario().device_ids)); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("device_ids " + ints(*s.scenario().device_ids)); }},
       {"output_device",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().output_device = static_cast<int>(f.integer_of(n, k));
        },
-       [](const StepSetup& s, const Add& add) { add("output_device " + std::to_string(*s.scenario().output_device)); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("output_device " + std::to_string(*s.scenario().output_device)); }},
       {"nproc",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().nproc = static_cast<int>(at_least(f, n, k, 1));
        },
-       [](const StepSetup& s, const Add& add) { add("nproc " + std::to_string(s.scenario().nproc)); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("nproc " + std::to_string(s.scenario().nproc)); }},
       {"bucket_cap_mb",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().bucket_cap_mb = f.number_of(n, k);
        },
-       [](const StepSetup& s, const Add& add) { add("bucket_cap_mb " + num(s.scenario().bucket_cap_mb)); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("bucket_cap_mb " + num(s.scenario().bucket_cap_mb)); }},
       {"sampler_set_epoch",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().sampler_set_epoch = f.boolean_of(n, k);
        },
-       [](const StepSetup& s, const Add& add) {
+       [](const StepSetup& s, Lang, const Add& add) {
          // The lesson.toml key as it is written: the same in both languages.
          add(s.scenario().sampler_set_epoch ? "sampler.set_epoch(epoch)" : "sampler_set_epoch = false");
        }},
@@ -150,122 +151,122 @@ const std::vector<StepKey>& step_keys() {
          if (!names::is_place(v)) f.fail(&n, "'" + k + "' must be \"cpu\" or \"cuda:N\" (got '" + printable(v) + "')");
          of<ForwardSetup>(s).model_device = v;
        },
-       [](const StepSetup& s, const Add& add) { add("model on " + of<ForwardSetup>(s).model_device); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("model on " + of<ForwardSetup>(s).model_device); }},
       {"input_device",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          const std::string v = f.string_of(n, k);
          if (!names::is_place(v)) f.fail(&n, "'" + k + "' must be \"cpu\" or \"cuda:N\" (got '" + printable(v) + "')");
          of<ForwardSetup>(s).input_device = v;
        },
-       [](const StepSetup& s, const Add& add) { add("input on " + of<ForwardSetup>(s).input_device); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("input on " + of<ForwardSetup>(s).input_device); }},
       {"batch",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().batch = at_least(f, n, k, 1);
        },
-       [](const StepSetup& s, const Add& add) { add("batch " + std::to_string(s.scenario().batch)); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("batch " + std::to_string(s.scenario().batch)); }},
       {"hidden",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().hidden = to_ints(f.integers_of(n, k));
        },
-       [](const StepSetup& s, const Add& add) { add("hidden " + ints(s.scenario().hidden)); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("hidden " + ints(s.scenario().hidden)); }},
       {"steps",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().max_steps = at_least(f, n, k, 1);
        },
-       [](const StepSetup& s, const Add& add) { add("steps " + std::to_string(s.scenario().max_steps)); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("steps " + std::to_string(s.scenario().max_steps)); }},
       {"epochs",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().epochs = static_cast<int>(at_least(f, n, k, 1));
        },
-       [](const StepSetup& s, const Add& add) { add("epochs " + std::to_string(s.scenario().epochs)); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("epochs " + std::to_string(s.scenario().epochs)); }},
       {"lr",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().lr = static_cast<float>(f.number_of(n, k));
        },
-       [](const StepSetup& s, const Add& add) { add("lr " + num(s.scenario().lr)); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("lr " + num(s.scenario().lr)); }},
       {"lr_schedule",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().lr_schedule = f.string_of(n, k);
        },
-       [](const StepSetup& s, const Add& add) { add("lr_schedule " + s.scenario().lr_schedule); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("lr_schedule " + s.scenario().lr_schedule); }},
       {"momentum",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().momentum = static_cast<float>(f.number_of(n, k));
        },
-       [](const StepSetup& s, const Add& add) { add("momentum " + num(s.scenario().momentum)); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("momentum " + num(s.scenario().momentum)); }},
       {"loading",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().loading = f.string_of(n, k);
        },
-       [](const StepSetup& s, const Add& add) {
+       [](const StepSetup& s, Lang, const Add& add) {
          if (s.scenario().loading != "off") add("loading " + s.scenario().loading);
        }},
       {"optimizer",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().optimizer = f.string_of(n, k);
        },
-       [](const StepSetup& s, const Add& add) { add("optimizer " + s.scenario().optimizer); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("optimizer " + s.scenario().optimizer); }},
       {"weight_decay",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().weight_decay = static_cast<float>(f.number_of(n, k));
        },
-       [](const StepSetup& s, const Add& add) {
+       [](const StepSetup& s, Lang, const Add& add) {
          if (s.scenario().weight_decay) add("weight_decay " + num(*s.scenario().weight_decay));
        }},
       {"clip_grad_norm",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().clip_grad_norm = static_cast<float>(f.number_of(n, k));
        },
-       [](const StepSetup& s, const Add& add) {
+       [](const StepSetup& s, Lang, const Add& add) {
          if (s.scenario().clip_grad_norm) add("clip_grad_norm " + num(*s.scenario().clip_grad_norm));
        }},
       {"seed",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().seed = static_cast<uint64_t>(at_least(f, n, k, 0));
        },
-       [](const StepSetup& s, const Add& add) { add("seed " + std::to_string(s.scenario().seed)); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("seed " + std::to_string(s.scenario().seed)); }},
       {"accum",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().accum = static_cast<int>(at_least(f, n, k, 1));
        },
-       [](const StepSetup& s, const Add& add) { add("accum " + std::to_string(s.scenario().accum)); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("accum " + std::to_string(s.scenario().accum)); }},
       {"accum_divide",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().accum_divide = f.boolean_of(n, k);
        },
-       [](const StepSetup& s, const Add& add) { add(s.scenario().accum_divide ? "loss / accum" : "loss NOT divided by accum"); }},
+       [](const StepSetup& s, Lang, const Add& add) { add(s.scenario().accum_divide ? "loss / accum" : "loss NOT divided by accum"); }},
       {"amp",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().amp = f.string_of(n, k);
        },
-       [](const StepSetup& s, const Add& add) { add("amp " + s.scenario().amp); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("amp " + s.scenario().amp); }},
       {"init_scale",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().scaler.init_scale = f.number_of(n, k);
        },
-       [](const StepSetup& s, const Add& add) { add("init_scale " + num(s.scenario().scaler.init_scale)); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("init_scale " + num(s.scenario().scaler.init_scale)); }},
       {"growth_factor",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().scaler.growth_factor = f.number_of(n, k);
        },
-       [](const StepSetup& s, const Add& add) { add("growth_factor " + num(s.scenario().scaler.growth_factor)); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("growth_factor " + num(s.scenario().scaler.growth_factor)); }},
       {"backoff_factor",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().scaler.backoff_factor = f.number_of(n, k);
        },
-       [](const StepSetup& s, const Add& add) { add("backoff_factor " + num(s.scenario().scaler.backoff_factor)); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("backoff_factor " + num(s.scenario().scaler.backoff_factor)); }},
       {"growth_interval",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().scaler.growth_interval = at_least(f, n, k, 1);
        },
-       [](const StepSetup& s, const Add& add) {
+       [](const StepSetup& s, Lang, const Add& add) {
          add("growth_interval " + std::to_string(s.scenario().scaler.growth_interval));
        }},
       {"overflow_at",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          of<ScalerSetup>(s).overflow_at = f.integers_of(n, k);
        },
-       [](const StepSetup& s, const Add& add) {
+       [](const StepSetup& s, Lang, const Add& add) {
          std::string a;
          for (int64_t x : of<ScalerSetup>(s).overflow_at) a += (a.empty() ? "" : ",") + std::to_string(x);
          add("overflow_at [" + a + "]");
@@ -274,17 +275,17 @@ const std::vector<StepKey>& step_keys() {
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().workers = static_cast<int>(f.integer_of(n, k));
        },
-       [](const StepSetup& s, const Add& add) { add("num_workers " + std::to_string(s.scenario().workers)); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("num_workers " + std::to_string(s.scenario().workers)); }},
       {"prefetch_factor",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().prefetch_factor = static_cast<int>(f.integer_of(n, k));
        },
-       [](const StepSetup& s, const Add& add) { add("prefetch_factor " + std::to_string(s.scenario().prefetch_factor)); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("prefetch_factor " + std::to_string(s.scenario().prefetch_factor)); }},
       {"pin_memory",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          s.scenario().pin_memory = f.boolean_of(n, k);
        },
-       [](const StepSetup& s, const Add& add) { add(std::string("pin_memory ") + (s.scenario().pin_memory ? "True" : "False")); }},
+       [](const StepSetup& s, Lang, const Add& add) { add(std::string("pin_memory ") + (s.scenario().pin_memory ? "True" : "False")); }},
       {"alloc",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          std::vector<std::string>& alloc = of<MemorySetup>(s).alloc;
@@ -297,7 +298,7 @@ const std::vector<StepKey>& step_keys() {
            }
          }
        },
-       [](const StepSetup& s, const Add& add) {
+       [](const StepSetup& s, Lang, const Add& add) {
          std::string a;
          for (const std::string& x : of<MemorySetup>(s).alloc) a += (a.empty() ? "" : ",") + x;
          add("alloc [" + a + "]");
@@ -306,12 +307,12 @@ const std::vector<StepKey>& step_keys() {
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          of<MemorySetup>(s).free = to_ints(f.integers_of(n, k));
        },
-       [](const StepSetup& s, const Add& add) { add("free " + ints(of<MemorySetup>(s).free)); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("free " + ints(of<MemorySetup>(s).free)); }},
       {"empty_cache",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          of<MemorySetup>(s).empty_cache = f.boolean_of(n, k);
        },
-       [](const StepSetup& s, const Add& add) { add(of<MemorySetup>(s).empty_cache ? "empty_cache()" : "no empty_cache()"); }},
+       [](const StepSetup& s, Lang, const Add& add) { add(of<MemorySetup>(s).empty_cache ? "empty_cache()" : "no empty_cache()"); }},
       {"story",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          std::string& story = of<MachineSetup>(s).story;
@@ -321,12 +322,12 @@ const std::vector<StepKey>& step_keys() {
          if (std::find(names.begin(), names.end(), story) == names.end())
            f.fail(&n, "unknown story '" + printable(story) + "' (" + suggestion(story, names) + ")");
        },
-       [](const StepSetup& s, const Add& add) { add("story " + of<MachineSetup>(s).story); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("story " + of<MachineSetup>(s).story); }},
       {"part",
        [](const Fields& f, const toml::node& n, const std::string& k, StepSetup& s) {
          of<MachineSetup>(s).part = static_cast<int>(at_least(f, n, k, 1));
        },
-       [](const StepSetup& s, const Add& add) { add("part " + std::to_string(of<MachineSetup>(s).part)); }},
+       [](const StepSetup& s, Lang, const Add& add) { add("part " + std::to_string(of<MachineSetup>(s).part)); }},
   };
   return keys;
 }
@@ -426,7 +427,7 @@ StepSetup default_setup(std::string_view action) {
 
 // ---- [SECTION] the summary ----------------------------------------------------------------------
 
-std::string scenario_summary(const Step& step) {
+std::string scenario_summary(const Step& step, Lang lang) {
   const StepSetup& s = step.setup;
   std::string out = step.action + ":";
   bool first = true;
@@ -436,7 +437,7 @@ std::string scenario_summary(const Step& step) {
   };
   if (!s.as<ScalerSetup>() && !s.as<LoaderSetup>()) add("topology " + s.scenario().topology);
   for (const std::string& k : s.keys)
-    if (const detail::StepKey* key = detail::find_key(k)) key->describe(s, add);
+    if (const detail::StepKey* key = detail::find_key(k)) key->describe(s, lang, add);
   return out;
 }
 

@@ -270,8 +270,8 @@ const ActionInfo* find_action(std::string_view name);
 const std::vector<std::string>& panels();
 
 // One line saying what a step runs (step_setup.cpp): the action and the scenario keys the file sets, e.g.
-// "devices: topology workstation-4x3090, CUDA_VISIBLE_DEVICES=0".
-std::string scenario_summary(const Step& step);
+// "devices: topology workstation-4x3090, CUDA_VISIBLE_DEVICES=0" (code, mostly; its few words in `lang`).
+std::string scenario_summary(const Step& step, Lang lang = Lang::en);
 
 // Runs a step's action on the simulator. Never throws for what the scenario provokes: an error
 // the runtime raises becomes the "error" observable (and every other observable is absent).
@@ -280,23 +280,55 @@ Observables run_action(const Step& step, TraceBus* trace = nullptr);
 
 // ---- [SECTION] checks and predictions -----------------------------------------------------------
 
+// Why a reference has no value, kept apart from how it is said (describe_missing, either language).
+struct Missing {
+  enum class Kind : uint8_t {
+    step_not_run,     // STEP.NAME: step `name` has not run
+    action_failed,    // the action failed (`detail`: its error), so `name` was not produced
+    not_produced,     // the action ran and did not produce `name`
+    not_an_element,   // NAME[i] where NAME is no array
+    out_of_range,     // NAME[i] past the end (`detail`: the array, `count` its length)
+    times_not_number  // { of = NAME, times = k } where NAME is no number
+  };
+  Kind kind = Kind::not_produced;
+  std::string name, detail;
+  size_t count = 0;
+};
+std::string describe_missing(const Missing& m, Lang lang);
+
 // Observable lookup: "NAME", "NAME[i]"; `earlier` holds earlier steps' observables by step id for
 // "STEP.NAME". Returns nullopt and sets `why` when it is not there.
 std::optional<Value> lookup(const std::string& ref, const Observables& own,
-                            const std::map<std::string, Observables>& earlier, std::string* why);
+                            const std::map<std::string, Observables>& earlier, Missing* why);
 
+// How a check came out: what it compared, kept as values, so that detail() says it in either
+// language (the CLI's evidence line, the visualizer's lesson panel).
 struct CheckResult {
+  // One expectation, compared.
+  struct Compared {
+    Expectation expectation;        // a copy: a result may outlive the check it came from
+    std::optional<Value> resolved;  // `of`'s value (times applied), for { of = ... }
+    // Why a numeric comparison could not be made (none: it was made, passed or not).
+    enum class Why : uint8_t { none, empty_array, not_a_number, expected_not_a_number } why = Why::none;
+  };
   const Check* check = nullptr;
   bool pass = false;
-  std::string actual;  // the observed value, formatted ("" when missing)
-  std::string detail;  // what was expected, or why it could not be evaluated
+  std::string actual;              // the observed value, formatted ("" when missing)
+  std::vector<Compared> compared;  // every expectation, in order; empty when a value was missing
+  std::optional<Missing> missing;  // why the check could not be evaluated
+  std::string missing_of;          // the expectation's `of` that was missing ("": the observable itself)
+  // "expected at_least 2, less_than 5" / "应当至少 2, 小于 5", or why it could not be evaluated.
+  std::string detail(Lang lang = Lang::en) const;
 };
 CheckResult evaluate_check(const Check& check, const Observables& own,
                            const std::map<std::string, Observables>& earlier);
 
 struct PredictionResult {
-  std::string answer;       // the real value, formatted
-  bool among_choices = true;  // false: the lesson's choices do not include the real answer
+  std::string answer;              // the real value, formatted ("" when missing)
+  std::optional<Missing> missing;  // why there is none
+  bool among_choices = true;       // false: the lesson's choices do not include the real answer
+  // The answer as shown: the value, or "(why there is none)" in `lang`.
+  std::string shown(Lang lang) const { return missing ? "(" + describe_missing(*missing, lang) + ")" : answer; }
 };
 PredictionResult prediction_answer(const Prediction& p, const Observables& own);
 // Whether a learner's answer matches the real value (FORMAT.md, "Predictions"): case, spaces,
