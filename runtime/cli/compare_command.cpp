@@ -195,6 +195,8 @@ void add_compare_command(CLI::App& app) {
   s.max_steps = 20;
   s.evaluate = false;
   s.backend = "sim";
+  // A machine with several GPUs: on train's default laptop (one GPU) there is nothing to compare.
+  s.topology = "workstation-4x3090";
   CLI::App* cmd = app.add_subcommand(
       "compare", "the same training under each parallel mode (none, dp, ddp) on one simulated machine, side by side");
   cmd->add_option("modes", opts->modes, "modes to compare: none, dp, ddp (default: dp ddp)");

@@ -185,27 +185,27 @@ void add_memory_command(CLI::App& app) {
   auto opts = std::make_shared<MemoryOptions>();
   CLI::App* sub = app.add_subcommand(
       "memory",
-      "Replay allocations through PyTorch's caching allocator and show memory_allocated and "
+      "replay allocations through PyTorch's caching allocator and show memory_allocated and "
       "memory_reserved after each step");
   sub->add_option("--alloc", opts->alloc,
-                  "Sizes to allocate, in order, comma-separated (512, 5MiB, 1.5GiB, 30MB)")
+                  "sizes to allocate, in order, comma-separated (512, 5MiB, 1.5GiB, 30MB)")
       ->required()
       ->delimiter(',');
   sub->add_option("--free", opts->free,
-                  "Indices into --alloc to free after all allocations, in this order "
+                  "indices into --alloc to free after all allocations, in this order "
                   "(comma-separated)")
       ->delimiter(',');
   sub->add_flag("--empty-cache", opts->empty_cache,
-                "Call empty_cache() after the frees (returns entirely free segments)");
-  sub->add_option("--topology", opts->topology, "Machine whose GPU to use (data/topologies)")
+                "call empty_cache() after the frees (returns entirely free segments)");
+  sub->add_option("--topology", opts->topology, "machine whose GPU to use (data/topologies)")
       ->capture_default_str();
-  sub->add_option("--device", opts->device, "Which GPU of the topology (cuda:N)")->capture_default_str();
+  sub->add_option("--device", opts->device, "which GPU of the topology (cuda:N)")->capture_default_str();
   sub->add_option("--capacity", opts->capacity,
-                  "Use a bookkeeping device of this size instead of the topology's GPU");
-  sub->add_option("--context", opts->context, "With --capacity: memory taken by the CUDA context")
+                  "use a bookkeeping device of this size instead of the topology's GPU");
+  sub->add_option("--context", opts->context, "with --capacity: memory taken by the CUDA context")
       ->capture_default_str();
   sub->add_flag("--json", opts->json,
-                "Print one JSON line: {\"steps\":[{\"op\",\"bytes\",\"allocated\",\"reserved\"}]}");
+                "print one JSON line: {\"steps\":[{\"op\",\"bytes\",\"allocated\",\"reserved\"}]}");
   sub->footer(
       "Order: all --alloc sizes, then the --free indices, then --empty-cache.\n"
       "Example: furnace memory --alloc 1,5MiB,30MiB --free 0,2 --empty-cache");

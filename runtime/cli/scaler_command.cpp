@@ -59,8 +59,8 @@ void run_scaler(const ScalerOptions& o) {
 void add_scaler_command(CLI::App& app) {
   auto opts = std::make_shared<ScalerOptions>();
   CLI::App* sub = app.add_subcommand(
-      "scaler", "Replay GradScaler's loss scale over N steps with overflows at chosen steps");
-  sub->add_option("--steps", opts->steps, "Optimizer steps to replay")->capture_default_str();
+      "scaler", "replay GradScaler's loss scale over N steps with overflows at chosen steps");
+  sub->add_option("--steps", opts->steps, "optimizer steps to replay")->capture_default_str();
   sub->add_option("--overflow-at", opts->overflow_at,
                   "1-based steps whose gradients overflow (comma-separated)")
       ->delimiter(',');
@@ -69,7 +69,7 @@ void add_scaler_command(CLI::App& app) {
   sub->add_option("--backoff-factor", opts->scaler.backoff_factor, "GradScaler backoff_factor")->capture_default_str();
   sub->add_option("--growth-interval", opts->scaler.growth_interval, "GradScaler growth_interval")->capture_default_str();
   sub->add_flag("--json", opts->json,
-                "Print one JSON line: {\"steps\":[{\"step\",\"scale\",\"growth_tracker\",\"skipped\"}]}");
+                "print one JSON line: {\"steps\":[{\"step\",\"scale\",\"growth_tracker\",\"skipped\"}]}");
   sub->callback([opts] { run_scaler(*opts); });
 }
 
