@@ -171,18 +171,25 @@ TEST_F(ScalerFixture, DisabledScalerIsATransparentWrapper) {
 TEST(GradScalerRules, StateDictKeysAndRoundTrip) {
   GradScalerOptions o;
   o.growth_interval = 2;
-  auto steps = replay_scaler(1, {}, o);
+  o.growth_factor = 4;
+  o.backoff_factor = 0.25;
   GradScaler a(o);
   auto sd = a.state_dict();
   std::set<std::string> keys;
   for (auto& [k, v] : sd) keys.insert(k);
   EXPECT_EQ(keys, (std::set<std::string>{"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"}));
+  EXPECT_EQ(sd["scale"], 65536.0);
+  EXPECT_EQ(sd["growth_factor"], 4.0);
+  EXPECT_EQ(sd["backoff_factor"], 0.25);
+  EXPECT_EQ(sd["growth_interval"], 2.0);
+  EXPECT_EQ(sd["_growth_tracker"], 0.0);
   sd["scale"] = 1024;
   sd["_growth_tracker"] = 1;
-  GradScaler b;
+  GradScaler b;  // the defaults (2, 0.5, 2000): every field must come from the state dict
   b.load_state_dict(sd);
   EXPECT_EQ(b.get_scale(), 1024.0);
   EXPECT_EQ(b.growth_tracker(), 1);
+  EXPECT_EQ(b.state_dict(), sd);
 }
 
 TEST(UnscaleKernel, SimMatchesRef) {

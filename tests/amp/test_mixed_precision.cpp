@@ -4,6 +4,7 @@
 // skips exactly the steps the scale rule says while the weights stay finite.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
@@ -28,7 +29,7 @@ struct Sim {
 
 // 3 optimizer steps of SGD(momentum 0.9) on batches of B rows, each step made of `accum`
 // micro-batches of B / accum rows with loss * dloss_factor / accum ... on `k` devices (k > 1: DP).
-std::vector<std::vector<float>> train_steps(int k, int64_t B, int accum, bool divide) {
+std::vector<std::vector<float>> train_steps(int k, int64_t B, int accum, bool divide, int steps = 3) {
   Sim m("dgx-h100");
   OpContext ctx{m.rt, 0, 0};
   MLP model(m.rt, 0, {784, 64, 64, 10});
@@ -42,7 +43,7 @@ std::vector<std::vector<float>> train_steps(int k, int64_t B, int accum, bool di
     dp = std::make_unique<DataParallel>(m.rt, model, ids);
   }
   const int64_t micro = B / accum;
-  for (int step = 0; step < 3; ++step) {
+  for (int step = 0; step < steps; ++step) {
     auto xs = random_vec(static_cast<size_t>(B * 784), 40 + step, 0.0f, 1.0f);
     opt.zero_grad(ctx);
     for (int a = 0; a < accum; ++a) {
@@ -93,13 +94,28 @@ TEST(Accumulation, WithDataParallelEachMicroStepIsAFullDpStep) {
   expect_close(train_steps(3, 64, 2, true), big, "accum 2, DP on 3");
 }
 
+// The first SGD step's update is -lr x grad (momentum's buffer starts as the gradient), and the
+// gradient without `loss / accum` is accum times the divided one (a power of two: exact), so the
+// weights move exactly 4 times as far, up to the rounding of w - update.
 TEST(Accumulation, WithoutTheDivisionTheUpdateIsMTimesLarger) {
-  const auto divided = train_steps(1, 64, 4, true);
-  const auto undivided = train_steps(1, 64, 4, false);
-  double diff = 0;
-  for (size_t p = 0; p < divided.size(); ++p)
-    for (size_t i = 0; i < divided[p].size(); ++i) diff += std::fabs(divided[p][i] - undivided[p][i]);
-  EXPECT_GT(diff, 1e-2) << "forgetting loss / accum must change the weights";
+  const auto start = train_steps(1, 64, 4, true, 0);
+  const auto divided = train_steps(1, 64, 4, true, 1);
+  const auto undivided = train_steps(1, 64, 4, false, 1);
+  ASSERT_EQ(start.size(), divided.size());
+  ASSERT_EQ(start.size(), undivided.size());
+  double moved = 0;
+  for (size_t p = 0; p < start.size(); ++p)
+    for (size_t i = 0; i < start[p].size(); ++i) {
+      const double d = static_cast<double>(divided[p][i]) - start[p][i];
+      const double u = static_cast<double>(undivided[p][i]) - start[p][i];
+      // Each side's new weight is rounded once (half an ulp, four times that on the divided side):
+      // 4 ulps of the largest of the three weights cover it.
+      const float largest = std::max({std::fabs(start[p][i]), std::fabs(divided[p][i]), std::fabs(undivided[p][i]), 1e-30f});
+      const double ulp = std::ldexp(1.0, std::ilogb(largest) - 23);
+      ASSERT_NEAR(u, 4 * d, 4 * ulp + 1e-12) << "param " << p << "[" << i << "]";
+      moved += std::fabs(d);
+    }
+  EXPECT_GT(moved, 1e-3) << "one step must move the weights";
 }
 
 // The gradients of the first layer in fp32, and in fp16 autocast with loss * dloss then unscaled.

@@ -41,7 +41,8 @@ class CliLaunchDdp : public furnace::cli_test::CliHarness {
   CliRun launched(const std::string& launch_flags, const std::string& checkpoint, const std::string& more = "") {
     return furnace("launch " + launch_flags + " -- " + FURNACE_CLI + " " + train_args(checkpoint, more));
   }
-  // The model of a checkpoint, and the largest difference between two of them.
+  // The model of a checkpoint, and the largest difference between two of them (infinity where
+  // either holds a NaN: a diverged run never matches).
   double max_weight_difference(const std::string& a, const std::string& b) {
     const furnace::Checkpoint ca = furnace::read_checkpoint((dir_ / a).string());
     const furnace::Checkpoint cb = furnace::read_checkpoint((dir_ / b).string());
@@ -50,8 +51,10 @@ class CliLaunchDdp : public furnace::cli_test::CliHarness {
     for (size_t t = 0; t < ca.model.size() && t < cb.model.size(); ++t) {
       EXPECT_EQ(ca.model[t].name, cb.model[t].name);
       EXPECT_EQ(ca.model[t].values.size(), cb.model[t].values.size());
-      for (size_t i = 0; i < ca.model[t].values.size() && i < cb.model[t].values.size(); ++i)
-        worst = std::max(worst, static_cast<double>(std::fabs(ca.model[t].values[i] - cb.model[t].values[i])));
+      for (size_t i = 0; i < ca.model[t].values.size() && i < cb.model[t].values.size(); ++i) {
+        const double diff = std::fabs(static_cast<double>(ca.model[t].values[i]) - cb.model[t].values[i]);
+        worst = std::isnan(diff) ? INFINITY : std::max(worst, diff);
+      }
     }
     return worst;
   }

@@ -206,6 +206,10 @@ float expect_close(const Weights& got, const Weights& want, const std::string& w
     const size_t layer = p / 2, inputs = p % 2 == 0 ? static_cast<size_t>(kSizes[layer]) : 1;
     for (size_t i = 0; i < want[p].size(); ++i) {
       const float diff = std::fabs(got[p][i] - want[p][i]);
+      if (std::isnan(diff)) {  // never close, and never the layer's one flipped unit
+        ADD_FAILURE() << what << ": param " << p << "[" << i << "] " << got[p][i] << " vs " << want[p][i];
+        return INFINITY;
+      }
       worst = std::max(worst, diff);
       if (diff - kRtol * std::fabs(want[p][i]) <= kAtol) continue;
       flipped_units[layer].insert(i / inputs);
