@@ -10,7 +10,9 @@
 // It exports every cudart / cuBLAS symbol the cuda backend imports (`nm -D --undefined-only
 // furnace`; the test StandinRuntime.CoversEveryCudaSymbolFurnaceImports checks it) and the NVML
 // calls of machine/nvml.cpp (the build also names it libnvidia-ml.so.1 in the same folder, which
-// nvml.cpp's dlopen finds through LD_LIBRARY_PATH).
+// nvml.cpp's dlopen finds through LD_LIBRARY_PATH). Where the build uses NCCL, the same library
+// also stands in for it (nccl_standin.cpp: DataParallel's grouped collectives, their timeout and
+// asynchronous errors).
 //
 // Configured by the environment, read once at the first call (as the driver reads
 // CUDA_VISIBLE_DEVICES once, at cuInit):
@@ -40,6 +42,8 @@
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
 
+#include "standin_streams.h"  // declares: furnace_standin::give_stream_work (defined here)
+
 #include <cxxabi.h>
 #include <unistd.h>
 
@@ -49,6 +53,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -221,6 +226,7 @@ struct Stream {
   long queued = 0;
   long done = 0;
   int pending = 0;
+  bool stalled = false;  // a collective that never completes is queued (until synchronized)
 };
 struct Event {
   int device;
@@ -251,13 +257,14 @@ void complete(Event& e) {
 void complete(Stream& s) {
   s.done = s.queued;
   s.pending = 0;
+  s.stalled = false;
 }
 
 // New work on `s` (nullptr, the null stream, is done when it returns). Caller holds the mutex.
 long give_work_locked(cudaStream_t s) {
   if (!s) return 0;
   auto* stream = reinterpret_cast<Stream*>(s);
-  stream->pending = machine().not_ready_queries.load();
+  stream->pending = stream->stalled ? std::numeric_limits<int>::max() : machine().not_ready_queries.load();
   return ++stream->queued;
 }
 void give_work(cudaStream_t s) {
@@ -275,6 +282,17 @@ bool still_running(int& pending) {
 }
 
 }  // namespace
+
+void furnace_standin::give_stream_work(cudaStream_t s, bool never_completes) {
+  std::lock_guard<std::mutex> lock(in_flight().mu);
+  if (s && never_completes) reinterpret_cast<Stream*>(s)->stalled = true;
+  give_work_locked(s);
+}
+
+void furnace_standin::end_stalled_work(cudaStream_t s) {
+  std::lock_guard<std::mutex> lock(in_flight().mu);
+  if (s) complete(*reinterpret_cast<Stream*>(s));
+}
 
 extern "C" {
 
@@ -542,7 +560,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   ev->recorded = true;
   ev->stream = reinterpret_cast<Stream*>(s);
   ev->position = give_work_locked(s);
-  ev->pending = machine().not_ready_queries.load();
+  ev->pending = ev->stream && ev->stream->stalled ? std::numeric_limits<int>::max() : machine().not_ready_queries.load();
   return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {

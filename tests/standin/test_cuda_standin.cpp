@@ -44,11 +44,17 @@ std::set<std::string> words_of(const std::string& text, const std::string& must_
 
 // If the backend starts calling a runtime or cuBLAS function the stand-in lacks, the real one
 // would answer it (and fail without a driver): this test names it.
-TEST(StandinRuntime, CoversEveryCudaAndCublasSymbolFurnaceImports) {
+TEST(StandinRuntime, CoversEveryCudaCublasAndNcclSymbolFurnaceImports) {
   const auto imports = run_with_standin("", "nm -D --undefined-only " + std::string(FURNACE_CLI));
   ASSERT_EQ(imports.status, 0) << imports.err;
   std::set<std::string> needed = words_of(imports.out, "@libcudart.so");
   for (const std::string& s : words_of(imports.out, "@libcublas.so")) needed.insert(s);
+  // NCCL's symbols carry no version: every undefined "nccl..." (where the build uses NCCL).
+  size_t nccl = 0;
+  for (const std::string& s : words_of(imports.out, " U nccl")) nccl += needed.insert(s).second ? 1 : 0;
+#ifdef FURNACE_WITH_NCCL
+  EXPECT_GE(nccl, 10u) << "furnace is built with NCCL but imports few nccl symbols:\n" << imports.out;
+#endif
   // The runtime must come from the shared libcudart, or LD_PRELOAD could not replace it.
   ASSERT_TRUE(needed.count("cudaGetDeviceCount")) << "furnace does not import cudaGetDeviceCount from libcudart.so:\n"
                                                   << imports.out;

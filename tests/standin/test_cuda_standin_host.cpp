@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -95,6 +96,82 @@ TEST_F(StandinHost, CopiesAndMemsetReachTheRuntimeWithTheRightBytes) {
   ops::copy_to_host(ctx1, dst.data(), u);
   EXPECT_EQ(dst, std::vector<float>(4096, 0.0f));
 }
+
+#ifdef FURNACE_WITH_NCCL
+template <class F>
+F standin_function(const char* name) {
+  return reinterpret_cast<F>(dlsym(RTLD_DEFAULT, name));
+}
+
+// DataParallel's NCCL path (NcclComms: ncclCommInitAll, one thread's group of every rank, then a
+// wait on the ranks' streams) over the stand-in's NCCL: the bytes move, a collective whose peers
+// never come ends after FURNACE_NCCL_TIMEOUT_S in one line with its communicators aborted (and the
+// next collective makes new ones), and an error ncclCommGetAsyncError reports is one line too.
+TEST_F(StandinHost, DataParallelsNcclCollectivesMoveTheBytesAndTheirFailuresAreOneLine) {
+  const auto set_nccl = standin_function<void (*)(const char*)>("furnace_standin_set_nccl");
+  const auto aborts = standin_function<long (*)()>("furnace_standin_nccl_aborts");
+  const auto collectives = standin_function<long (*)()>("furnace_standin_nccl_collectives");
+  ASSERT_TRUE(set_nccl && aborts && collectives) << "the stand-in library was built without its NCCL";
+  set_nccl("ok");
+  TraceBus bus;
+  Runtime rt(cuda::make_backend(&bus), bus);
+  Backend& backend = rt.backend();
+  ASSERT_TRUE(backend.collectives_available({0, 1}, DType::f32));
+  constexpr size_t n = 3000;
+  std::vector<float> a(n), b(n), out(n);
+  for (size_t i = 0; i < n; ++i) a[i] = 0.5f * static_cast<float>(i), b[i] = 1.0f - static_cast<float>(i) / 3.0f;
+  Tensor ta = Tensor::empty(rt, Device::cuda(0), {static_cast<int64_t>(n)});
+  Tensor tb = Tensor::empty(rt, Device::cuda(1), {static_cast<int64_t>(n)});
+  OpContext ctx0{rt, 0, 0}, ctx1{rt, 1, 0};
+  ops::copy_to_device(ctx0, ta, a.data());
+  ops::copy_to_device(ctx1, tb, b.data());
+  const long before = collectives();
+  // reduce: cuda:0 = a + b (float32 sums of two terms: exact in any order); then broadcast to cuda:1.
+  ASSERT_TRUE(backend.reduce_sum(ta.raw(), {ta.raw(), tb.raw()}, {0, 1}, 0, n, DType::f32, 0));
+  ops::copy_to_host(ctx0, out.data(), ta);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], a[i] + b[i]) << i;
+  ASSERT_TRUE(backend.broadcast({ta.raw(), tb.raw()}, {0, 1}, 0, n, DType::f32, 0));
+  ops::copy_to_host(ctx1, out.data(), tb);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], a[i] + b[i]) << i;
+  EXPECT_EQ(collectives() - before, 2);
+
+  // Peers that never come: the wait gives up after the timeout and aborts both communicators.
+  set_nccl("stall");
+  ::setenv("FURNACE_NCCL_TIMEOUT_S", "0.3", 1);
+  const long aborted = aborts();
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    backend.broadcast({ta.raw(), tb.raw()}, {0, 1}, 0, n, DType::f32, 0);
+    ADD_FAILURE() << "a broadcast whose streams never complete returned";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "NCCL error: ncclBroadcast over 2 GPUs did not finish within 0.3 s "
+                           "(FURNACE_NCCL_TIMEOUT_S); its communicators were aborted");
+  }
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_GE(waited, 0.3);
+  EXPECT_LT(waited, 5.0);
+  EXPECT_EQ(aborts() - aborted, 2);
+  ::unsetenv("FURNACE_NCCL_TIMEOUT_S");
+  // The next collective makes new communicators and completes.
+  set_nccl("ok");
+  ops::copy_to_device(ctx1, tb, b.data());
+  ASSERT_TRUE(backend.broadcast({ta.raw(), tb.raw()}, {0, 1}, 0, n, DType::f32, 0));
+  ops::copy_to_host(ctx1, out.data(), tb);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], a[i] + b[i]) << i;
+
+  // An asynchronous error (a peer died): one line naming the collective, rank and device.
+  set_nccl("error");
+  try {
+    backend.reduce_sum(ta.raw(), {ta.raw(), tb.raw()}, {0, 1}, 0, n, DType::f32, 0);
+    ADD_FAILURE() << "a reduce whose communicator reported an error returned";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "NCCL error: remote process exited or there was a network error (ncclReduce on "
+                           "rank 0, device 0, reported by ncclCommGetAsyncError)");
+  }
+  EXPECT_EQ(aborts() - aborted, 4);  // the pair made after the timeout, aborted too
+  set_nccl("ok");
+}
+#endif
 
 // Work still in flight: the stand-in answers the first two queries of each recorded event and each
 // stream given work with cudaErrorNotReady, which the runtime also leaves as the thread's last
