@@ -41,7 +41,7 @@ inline Run run_with_standin(const std::string& env, const std::string& command) 
   const std::string cmd =
       "env -u CUDA_VISIBLE_DEVICES -u CUDA_DEVICE_ORDER -u FURNACE_BACKEND -u FURNACE_STANDIN_GPUS "
       "-u FURNACE_STANDIN_DRIVER -u FURNACE_STANDIN_DRIVER_VERSION -u FURNACE_STANDIN_MEMORY_MIB "
-      "-u FURNACE_STANDIN_CONTEXT_MIB -u FURNACE_STANDIN_NAME -u FURNACE_STANDIN_NOT_READY -u FURNACE_STANDIN_EVENT_STEP_S "
+      "-u FURNACE_STANDIN_CONTEXT_MIB -u FURNACE_STANDIN_NAME -u FURNACE_STANDIN_NOT_READY -u FURNACE_STANDIN_EVENT_STEP_S -u FURNACE_STANDIN_NCCL "
       "LD_PRELOAD=" + std::string(FURNACE_CUDA_STANDIN) + " LD_LIBRARY_PATH=" + standin_dir() + " " + env +
       " " + command + " 2>" + err_path;
   Run r;
