@@ -3,7 +3,8 @@
 // `furnace` (or into a test) so that the CUDA backend's host side runs on a machine without a GPU:
 // device discovery, the CUDA_VISIBLE_DEVICES mapping, the driver errors, out of memory at
 // cudaMalloc. It is NOT a GPU: device memory is host memory, copies are memcpy, streams and events
-// are host-synchronous (though a query may be told to answer "not ready" first), and no kernel or
+// are host-synchronous (though a query may be told to answer "not ready" first; and work behind a
+// collective of the NCCL stand-in waits for it, copies included), and no kernel or
 // GEMM runs (a launch fails with cudaErrorNotSupported and a
 // line on stderr). Nothing measured under it is a GPU result.
 //
@@ -52,8 +53,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <condition_variable>
 #include <cstring>
-#include <limits>
+#include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -221,12 +224,15 @@ void touch_context(int device) {
 // an event never recorded: at once). Before it is, a query answers cudaErrorNotReady, at most
 // FURNACE_STANDIN_NOT_READY times (`pending`), then finds the work done; synchronizing completes
 // it at once. Completing work completes everything queued before it on the stream, as on a GPU.
+// A collective (the NCCL stand-in's) is a barrier in its stream: nothing after it completes
+// until it ends, and copies queued behind it run only then (`deferred`), in stream order.
 struct Stream {
   int device;
   long queued = 0;
   long done = 0;
   int pending = 0;
-  bool stalled = false;  // a collective that never completes is queued (until synchronized)
+  std::deque<long> barriers;  // positions of collectives not ended yet, in order
+  std::deque<std::pair<long, std::function<void()>>> deferred;  // work queued behind one
 };
 struct Event {
   int device;
@@ -241,6 +247,7 @@ struct Event {
 // events are complete); one mutex for all of their fields.
 struct InFlight {
   std::mutex mu;
+  std::condition_variable ended;  // a collective ended (synchronizing may have waited for it)
   std::vector<Stream*> streams;
   std::vector<Event*> events;
 };
@@ -249,27 +256,49 @@ InFlight& in_flight() {
   return *f;
 }
 
+// The last position of `s` that can complete: before its first collective not ended yet.
+long limit(const Stream& s) { return s.barriers.empty() ? s.queued : s.barriers.front() - 1; }
 bool completed(const Event& e) { return !e.stream || e.position <= e.stream->done; }
 void complete(Event& e) {
-  if (e.stream) e.stream->done = std::max(e.stream->done, e.position);
+  if (e.stream) e.stream->done = std::max(e.stream->done, std::min(e.position, limit(*e.stream)));
   e.pending = 0;
 }
 void complete(Stream& s) {
-  s.done = s.queued;
+  s.done = std::max(s.done, limit(s));
   s.pending = 0;
-  s.stalled = false;
+}
+
+// Synchronizing work behind a collective waits for it to end, as on a GPU; a minute without it is
+// a hang the real runtime would never come back from: said, and the process ends.
+template <class Done>
+void wait_for(std::unique_lock<std::mutex>& lock, const char* what, Done done) {
+  if (!in_flight().ended.wait_for(lock, std::chrono::seconds(60), done)) {
+    std::fprintf(stderr, "furnace CUDA stand-in: %s waited 60 s for a collective whose peers never came "
+                 "(on a GPU it would wait forever)\n", what);
+    std::_Exit(86);
+  }
 }
 
 // New work on `s` (nullptr, the null stream, is done when it returns). Caller holds the mutex.
 long give_work_locked(cudaStream_t s) {
   if (!s) return 0;
   auto* stream = reinterpret_cast<Stream*>(s);
-  stream->pending = stream->stalled ? std::numeric_limits<int>::max() : machine().not_ready_queries.load();
+  stream->pending = machine().not_ready_queries.load();
   return ++stream->queued;
 }
 void give_work(cudaStream_t s) {
   std::lock_guard<std::mutex> lock(in_flight().mu);
   give_work_locked(s);
+}
+// A copy or memset on `s`: done now, or, behind a collective not ended yet, when it ends.
+void run_on_stream(cudaStream_t s, std::function<void()> work) {
+  std::lock_guard<std::mutex> lock(in_flight().mu);
+  const long at = give_work_locked(s);
+  auto* stream = reinterpret_cast<Stream*>(s);
+  if (stream && !stream->barriers.empty())
+    stream->deferred.emplace_back(at, std::move(work));
+  else
+    work();
 }
 
 // One query of work not yet complete: cudaErrorNotReady while `pending` lasts (false), then done
@@ -283,15 +312,31 @@ bool still_running(int& pending) {
 
 }  // namespace
 
-void furnace_standin::give_stream_work(cudaStream_t s, bool never_completes) {
+long furnace_standin::queue_collective(cudaStream_t s) {
   std::lock_guard<std::mutex> lock(in_flight().mu);
-  if (s && never_completes) reinterpret_cast<Stream*>(s)->stalled = true;
-  give_work_locked(s);
+  const long at = give_work_locked(s);
+  if (s) reinterpret_cast<Stream*>(s)->barriers.push_back(at);
+  return at;
 }
 
-void furnace_standin::end_stalled_work(cudaStream_t s) {
+bool furnace_standin::ready_for(cudaStream_t s, long position) {
   std::lock_guard<std::mutex> lock(in_flight().mu);
-  if (s) complete(*reinterpret_cast<Stream*>(s));
+  const auto* stream = reinterpret_cast<const Stream*>(s);
+  return !stream || stream->barriers.empty() || stream->barriers.front() >= position;
+}
+
+void furnace_standin::end_collective(cudaStream_t s, long position) {
+  std::lock_guard<std::mutex> lock(in_flight().mu);
+  auto* stream = reinterpret_cast<Stream*>(s);
+  if (!stream) return;
+  auto& b = stream->barriers;
+  b.erase(std::remove(b.begin(), b.end(), position), b.end());
+  const long upto = b.empty() ? stream->queued : b.front();
+  while (!stream->deferred.empty() && stream->deferred.front().first < upto) {
+    stream->deferred.front().second();
+    stream->deferred.pop_front();
+  }
+  in_flight().ended.notify_all();
 }
 
 extern "C" {
@@ -406,7 +451,13 @@ cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int d) {
 }
 cudaError_t cudaDeviceSynchronize() {
   STANDIN_INIT();
-  std::lock_guard<std::mutex> lock(in_flight().mu);
+  std::unique_lock<std::mutex> lock(in_flight().mu);
+  const auto all_ended = [] {
+    for (const Stream* s : in_flight().streams)
+      if (s->device == current_device && !s->barriers.empty()) return false;
+    return true;
+  };
+  wait_for(lock, "cudaDeviceSynchronize", all_ended);
   for (Stream* s : in_flight().streams)
     if (s->device == current_device) complete(*s);
   return cudaSuccess;
@@ -473,8 +524,7 @@ cudaError_t cudaFreeHost(void* p) {
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t s) {
   STANDIN_INIT();
-  std::memmove(dst, src, bytes);
-  give_work(s);
+  run_on_stream(s, [=] { std::memmove(dst, src, bytes); });
   return cudaSuccess;
 }
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind k) {
@@ -482,14 +532,12 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
 }
 cudaError_t cudaMemcpyPeerAsync(void* dst, int, const void* src, int, size_t bytes, cudaStream_t s) {
   STANDIN_INIT();
-  std::memmove(dst, src, bytes);
-  give_work(s);
+  run_on_stream(s, [=] { std::memmove(dst, src, bytes); });
   return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s) {
   STANDIN_INIT();
-  std::memset(p, value, bytes);
-  give_work(s);
+  run_on_stream(s, [=] { std::memset(p, value, bytes); });
   return cudaSuccess;
 }
 
@@ -497,7 +545,8 @@ cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s) {
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
   STANDIN_INIT();
   touch_context(current_device);
-  auto* stream = new Stream{current_device};
+  auto* stream = new Stream;
+  stream->device = current_device;
   std::lock_guard<std::mutex> lock(in_flight().mu);
   in_flight().streams.push_back(stream);
   *s = reinterpret_cast<cudaStream_t>(stream);
@@ -520,12 +569,17 @@ cudaError_t cudaStreamQuery(cudaStream_t s) {
   std::lock_guard<std::mutex> lock(in_flight().mu);
   if (stream->done < stream->queued && still_running(stream->pending)) return fail(cudaErrorNotReady);
   complete(*stream);
+  if (stream->done < stream->queued) return fail(cudaErrorNotReady);  // behind a collective
   return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   STANDIN_INIT();
-  std::lock_guard<std::mutex> lock(in_flight().mu);
-  if (s) complete(*reinterpret_cast<Stream*>(s));
+  if (!s) return cudaSuccess;
+  auto* stream = reinterpret_cast<Stream*>(s);
+  std::unique_lock<std::mutex> lock(in_flight().mu);
+  const long target = stream->queued;
+  wait_for(lock, "cudaStreamSynchronize", [&] { return limit(*stream) >= target; });
+  complete(*stream);
   return cudaSuccess;
 }
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t, unsigned) {
@@ -560,7 +614,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   ev->recorded = true;
   ev->stream = reinterpret_cast<Stream*>(s);
   ev->position = give_work_locked(s);
-  ev->pending = ev->stream && ev->stream->stalled ? std::numeric_limits<int>::max() : machine().not_ready_queries.load();
+  ev->pending = machine().not_ready_queries.load();
   return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {
@@ -569,12 +623,15 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {
   std::lock_guard<std::mutex> lock(in_flight().mu);
   if (!completed(*ev) && still_running(ev->pending)) return fail(cudaErrorNotReady);
   complete(*ev);
+  if (!completed(*ev)) return fail(cudaErrorNotReady);  // behind a collective
   return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   STANDIN_INIT();
-  std::lock_guard<std::mutex> lock(in_flight().mu);
-  complete(*reinterpret_cast<Event*>(e));
+  auto* ev = reinterpret_cast<Event*>(e);
+  std::unique_lock<std::mutex> lock(in_flight().mu);
+  wait_for(lock, "cudaEventSynchronize", [&] { return !ev->stream || limit(*ev->stream) >= ev->position; });
+  complete(*ev);
   return cudaSuccess;
 }
 // cudaErrorNotReady while either event is not complete, as the runtime answers.

@@ -1,24 +1,35 @@
 // tests/standin/nccl_standin.cpp: a stand-in for NCCL, in the same LD_PRELOADed library as the
 // stand-in CUDA runtime (cuda_standin.cpp), so that the cuda backend's NCCL host code runs without
-// a GPU: DataParallel's grouped broadcast and reduce (NcclComms: ncclCommInitAll, one thread
-// enqueuing every rank inside ncclGroupStart/End), its wait for the streams with a timeout, and
-// ncclCommGetAsyncError and ncclCommAbort on the error paths. The bytes really move (the stand-in's
-// device memory is host memory): a broadcast copies the root's buffer into every rank's, a reduce
-// sums (float32 and int32) into the root's. Communicators between ranks of different threads or
-// processes (ncclGetUniqueId, ncclCommInitRank[Config]) are refused with ncclInvalidUsage and a
-// last error that says so: the stand-in has no peers to wait for.
+// a GPU. Two kinds of communicators:
+//   - ncclCommInitAll's, one thread enqueuing every rank inside ncclGroupStart/End (DataParallel's
+//     NcclComms);
+//   - ncclCommInitRank[Config]'s from ncclGetUniqueId's id, one per rank thread of this process
+//     (DDP's NcclRankComm, non-blocking: ncclCommGetAsyncError answers ncclInProgress until every
+//     rank has joined).
+// A collective is queued in its stream's order (standin_streams.h: what follows it waits) and ends
+// when every rank of its communicator has called it, in call order, with the same kind, count,
+// type and root: the bytes then really move (device memory is host memory): a broadcast copies
+// the root's buffer into every rank's, a reduce sums (float32, int32, int64) into the root's, an
+// all-reduce into every rank's. Ranks that disagree never end it, as NCCL would hang; neither does
+// a rank that never calls. ncclCommAbort ends its rank's open collectives (their kernels end).
+// Ranks in other processes are not stood in for.
 //
 // FURNACE_STANDIN_NCCL (read at the first NCCL call; furnace_standin_set_nccl changes it):
-//   ok      collectives complete when their group ends (default)
-//   stall   a collective's streams never complete on query (its peers never come): what the
-//           caller's timeout is for
-//   error   ncclCommGetAsyncError answers ncclRemoteError once a communicator ran a collective
-//   init    ncclCommInitAll fails with ncclSystemError
+//   ok      collectives end once every rank called them (default)
+//   stall   collectives never end (their peers never come): what the callers' timeouts are for
+//   error   ncclCommGetAsyncError answers ncclRemoteError once a communicator queued a collective
+//   init    ncclCommInitAll and ncclCommInitRank[Config] fail with ncclSystemError
 #include <nccl.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -29,20 +40,6 @@ namespace {
 
 enum class Mode { ok, stall, error, init };
 
-struct Clique;
-struct Comm {
-  Clique* clique;
-  int rank;
-  int device;
-  bool ran = false;  // a collective was enqueued on it
-  std::vector<cudaStream_t> stalled;  // streams of its collectives that never complete
-};
-// The communicators ncclCommInitAll made together: a group's collective needs every rank's call.
-struct Clique {
-  std::vector<Comm*> ranks;
-  int alive;
-};
-
 struct Op {
   enum Kind { broadcast, reduce, all_reduce } kind;
   const void* send;
@@ -50,15 +47,39 @@ struct Op {
   size_t count;
   ncclDataType_t type;
   int root;
-  Comm* comm;
   cudaStream_t stream;
+  long position = 0;  // in the stream's work
+};
+
+// One collective of a communicator: every rank's call (the n-th call of each rank).
+struct Slot {
+  std::vector<bool> called;
+  std::vector<Op> ops;
+  bool stuck = false;  // the ranks disagree, or one was aborted: it never ends
+};
+
+struct Comm;
+struct Clique {
+  std::string id;                 // ncclGetUniqueId's bytes ("" for ncclCommInitAll's)
+  int nranks = 0;
+  std::vector<Comm*> ranks;       // by rank: nullptr until it joins, and after it leaves
+  int joined = 0, alive = 0;
+  std::deque<Slot> slots;         // open collectives, oldest first
+  long first_slot = 0;            // the number of slots[0]
+};
+struct Comm {
+  Clique* clique;
+  int rank;
+  long next_slot = 0;  // the number of its next call
+  bool ran = false;    // it queued a collective
 };
 
 struct Nccl {
-  std::mutex mu;
+  std::mutex mu;  // everything below, and every communicator
   std::once_flag once;
   Mode mode = Mode::ok;
-  long aborts = 0, collectives = 0;
+  long aborts = 0, collectives = 0, ids = 0;
+  std::map<std::string, Clique*> by_id;
   std::string last_error;
 };
 Nccl& nccl() {
@@ -66,7 +87,7 @@ Nccl& nccl() {
   return *n;
 }
 thread_local int group_depth = 0;
-thread_local std::vector<Op> group_ops;
+thread_local std::vector<std::pair<Comm*, Op>> group_ops;
 
 Mode parse_mode(const char* v) {
   const std::string s = v ? v : "ok";
@@ -83,11 +104,15 @@ Nccl& ready() {
   return n;
 }
 
+// Caller holds the mutex.
+ncclResult_t usage_locked(const std::string& why) {
+  nccl().last_error = why;
+  return ncclInvalidUsage;
+}
 ncclResult_t usage(const std::string& why) {
   Nccl& n = ready();
   std::lock_guard<std::mutex> lock(n.mu);
-  n.last_error = why;
-  return ncclInvalidUsage;
+  return usage_locked(why);
 }
 
 size_t type_size(ncclDataType_t t) {
@@ -108,66 +133,103 @@ void sum_into(void* out, const std::vector<const void*>& in, size_t count) {
   std::memcpy(out, acc.data(), count * sizeof(T));
 }
 
-// Runs the group's collectives: each needs one call from every rank of its clique, all of one
-// kind, count, type and root.
-ncclResult_t run_group(std::vector<Op>& ops) {
-  Nccl& n = ready();
-  std::vector<bool> used(ops.size(), false);
-  for (size_t i = 0; i < ops.size(); ++i) {
-    if (used[i]) continue;
-    Clique* clique = ops[i].comm->clique;
-    std::vector<Op*> by_rank(clique->ranks.size(), nullptr);
-    for (size_t j = i; j < ops.size(); ++j) {
-      if (used[j] || ops[j].comm->clique != clique || by_rank[static_cast<size_t>(ops[j].comm->rank)]) continue;
-      by_rank[static_cast<size_t>(ops[j].comm->rank)] = &ops[j];
-      used[j] = true;
-    }
-    for (const Op* o : by_rank) {
-      if (!o) return usage("a collective of a group lacks a rank's call (the stand-in has no other thread or process to wait for)");
-      if (o->kind != ops[i].kind || o->count != ops[i].count || o->type != ops[i].type || o->root != ops[i].root)
-        return usage("the ranks of a collective disagree on its kind, count, type or root");
-    }
-    const Op& first = *by_rank[0];
-    const size_t bytes = first.count * type_size(first.type);
-    if (first.kind == Op::broadcast) {
-      const void* src = by_rank[static_cast<size_t>(first.root)]->send;
-      for (const Op* o : by_rank)
-        if (o->recv != src) std::memmove(o->recv, src, bytes);
-    } else {
-      std::vector<const void*> in;
-      for (const Op* o : by_rank) in.push_back(o->send);
-      std::vector<char> result(bytes);
-      if (first.type == ncclFloat32)
-        sum_into<float>(result.data(), in, first.count);
-      else if (first.type == ncclInt32)
-        sum_into<int>(result.data(), in, first.count);
-      else
-        return usage("the stand-in sums float32 and int32 only");
-      for (const Op* o : by_rank)
-        if (first.kind == Op::all_reduce || o->comm->rank == first.root) std::memcpy(o->recv, result.data(), bytes);
-    }
-    std::lock_guard<std::mutex> lock(n.mu);
-    ++n.collectives;
-    for (Op* o : by_rank) {
-      o->comm->ran = true;
-      furnace_standin::give_stream_work(o->stream, n.mode == Mode::stall);
-      if (n.mode == Mode::stall) o->comm->stalled.push_back(o->stream);
-    }
+// Moves a collective's bytes (every rank's call in `ops`, by rank).
+void move_bytes(const std::vector<Op>& ops) {
+  const Op& first = ops[0];
+  const size_t bytes = first.count * type_size(first.type);
+  if (first.kind == Op::broadcast) {
+    const void* src = ops[static_cast<size_t>(first.root)].send;
+    for (const Op& o : ops)
+      if (o.recv != src) std::memmove(o.recv, src, bytes);
+    return;
   }
+  std::vector<const void*> in;
+  for (const Op& o : ops) in.push_back(o.send);
+  std::vector<char> result(bytes);
+  if (first.type == ncclFloat32) sum_into<float>(result.data(), in, first.count);
+  if (first.type == ncclInt32) sum_into<int32_t>(result.data(), in, first.count);
+  if (first.type == ncclInt64) sum_into<int64_t>(result.data(), in, first.count);
+  for (size_t r = 0; r < ops.size(); ++r)
+    if (first.kind == Op::all_reduce || static_cast<int>(r) == first.root) std::memcpy(ops[r].recv, result.data(), bytes);
+}
+
+// Ends the clique's oldest collectives that every rank has called and that nothing before them in
+// their streams still holds up (caller holds the mutex).
+void progress_locked(Clique& c) {
+  Nccl& n = nccl();
+  while (n.mode != Mode::stall && !c.slots.empty()) {
+    Slot& s = c.slots.front();
+    if (s.stuck || std::find(s.called.begin(), s.called.end(), false) != s.called.end()) return;
+    const Op& first = s.ops[0];
+    for (const Op& o : s.ops)
+      if (o.kind != first.kind || o.count != first.count || o.type != first.type ||
+          (first.kind != Op::all_reduce && o.root != first.root)) {
+        s.stuck = true;  // NCCL would hang (or worse): it never ends
+        return;
+      }
+    for (const Op& o : s.ops)
+      if (!furnace_standin::ready_for(o.stream, o.position)) return;
+    move_bytes(s.ops);
+    for (const Op& o : s.ops) furnace_standin::end_collective(o.stream, o.position);
+    ++n.collectives;
+    c.slots.pop_front();
+    ++c.first_slot;
+  }
+}
+
+// Queues rank `comm`'s next collective (caller holds the mutex).
+ncclResult_t enqueue_locked(Comm* comm, Op op) {
+  if (type_size(op.type) == 0) return usage_locked("an unknown data type");
+  if ((op.kind != Op::broadcast) && op.type != ncclFloat32 && op.type != ncclInt32 && op.type != ncclInt64)
+    return usage_locked("the stand-in sums float32, int32 and int64 only");
+  Clique& c = *comm->clique;
+  op.position = furnace_standin::queue_collective(op.stream);
+  const long n = comm->next_slot++;
+  while (c.first_slot + static_cast<long>(c.slots.size()) <= n) {
+    Slot s;
+    s.called.assign(static_cast<size_t>(c.nranks), false);
+    s.ops.resize(static_cast<size_t>(c.nranks));
+    c.slots.push_back(std::move(s));
+  }
+  Slot& s = c.slots[static_cast<size_t>(n - c.first_slot)];
+  s.called[static_cast<size_t>(comm->rank)] = true;
+  s.ops[static_cast<size_t>(comm->rank)] = op;
+  comm->ran = true;
+  progress_locked(c);
   return ncclSuccess;
 }
 
-ncclResult_t enqueue(const Op& op) {
-  if (!op.comm) return usage("a null communicator");
-  if (type_size(op.type) == 0) return usage("an unknown data type");
-  if (group_depth == 0) {
-    if (op.comm->clique->ranks.size() > 1)
-      return usage("a collective outside a group: the stand-in runs one thread's group of every rank only");
-    std::vector<Op> one{op};
-    return run_group(one);
+ncclResult_t enqueue(Comm* comm, const Op& op) {
+  Nccl& n = ready();
+  if (!comm) return usage("a null communicator");
+  std::lock_guard<std::mutex> lock(n.mu);
+  if (group_depth > 0) {
+    group_ops.emplace_back(comm, op);
+    return ncclSuccess;
   }
-  group_ops.push_back(op);
-  return ncclSuccess;
+  if (comm->clique->id.empty() && comm->clique->nranks > 1)
+    return usage_locked("a collective of ncclCommInitAll's communicators outside a group: one thread must "
+                        "enqueue every rank between ncclGroupStart and ncclGroupEnd");
+  return enqueue_locked(comm, op);
+}
+
+// A rank leaves (destroyed or aborted): its open collectives end (their kernels end) and never
+// move bytes; the others' calls of them never end (caller holds the mutex).
+void leave_locked(Comm* comm) {
+  Clique* c = comm->clique;
+  for (Slot& s : c->slots) {
+    const auto r = static_cast<size_t>(comm->rank);
+    if (!s.called[r]) continue;
+    s.stuck = true;
+    furnace_standin::end_collective(s.ops[r].stream, s.ops[r].position);
+    s.called[r] = false;
+  }
+  c->ranks[static_cast<size_t>(comm->rank)] = nullptr;
+  delete comm;
+  if (--c->alive == 0) {
+    if (!c->id.empty()) nccl().by_id.erase(c->id);
+    delete c;
+  }
 }
 
 }  // namespace
@@ -191,47 +253,82 @@ const char* ncclGetLastError(ncclComm_t) {
   Nccl& n = ready();
   std::lock_guard<std::mutex> lock(n.mu);
   static thread_local std::string copy;
-  copy = "furnace NCCL stand-in: " + n.last_error;
+  copy = n.last_error.empty() ? "" : "furnace NCCL stand-in: " + n.last_error;
   return copy.c_str();
 }
 
-ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  Nccl& n = ready();
+  if (!id) return usage("ncclGetUniqueId: a null id");
+  std::lock_guard<std::mutex> lock(n.mu);
+  std::memset(id, 0, sizeof *id);
+  std::snprintf(id->internal, sizeof id->internal, "furnace-standin-%d-%ld", static_cast<int>(getpid()), ++n.ids);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int*) {
   Nccl& n = ready();
   if (!comms || ndev < 1) return usage("ncclCommInitAll: no communicators asked for");
+  std::lock_guard<std::mutex> lock(n.mu);
   if (n.mode == Mode::init) {
-    std::lock_guard<std::mutex> lock(n.mu);
     n.last_error = "ncclCommInitAll failed (FURNACE_STANDIN_NCCL=init)";
     return ncclSystemError;
   }
-  auto* clique = new Clique{{}, ndev};
+  auto* clique = new Clique;
+  clique->nranks = clique->joined = clique->alive = ndev;
   for (int i = 0; i < ndev; ++i) {
-    auto* c = new Comm{clique, i, devlist ? devlist[i] : i, false, {}};
+    auto* c = new Comm{clique, i};
     clique->ranks.push_back(c);
     comms[i] = reinterpret_cast<ncclComm_t>(c);
   }
   return ncclSuccess;
 }
 
-static void release(ncclComm_t comm) {
-  auto* c = reinterpret_cast<Comm*>(comm);
-  if (!c) return;
-  Clique* clique = c->clique;
-  delete c;
-  if (--clique->alive == 0) delete clique;
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
+  Nccl& n = ready();
+  if (!comm || nranks < 1 || rank < 0 || rank >= nranks) return usage("ncclCommInitRank: a bad rank or size");
+  std::lock_guard<std::mutex> lock(n.mu);
+  if (n.mode == Mode::init) {
+    n.last_error = "ncclCommInitRank failed (FURNACE_STANDIN_NCCL=init)";
+    return ncclSystemError;
+  }
+  const std::string key(id.internal, strnlen(id.internal, sizeof id.internal));
+  if (key.rfind("furnace-standin-", 0) != 0)
+    return usage_locked("ncclCommInitRank: an id the stand-in did not make (ranks in another process?)");
+  Clique*& c = n.by_id[key];
+  if (!c) {
+    c = new Clique;
+    c->id = key;
+    c->nranks = nranks;
+    c->ranks.assign(static_cast<size_t>(nranks), nullptr);
+  }
+  if (c->nranks != nranks || c->ranks[static_cast<size_t>(rank)]) {
+    n.last_error = "ncclCommInitRank: rank " + std::to_string(rank) + " of " + std::to_string(nranks) +
+                   " does not fit the communicator (" + std::to_string(c->nranks) + " ranks)";
+    return ncclInvalidArgument;
+  }
+  auto* mine = new Comm{c, rank};
+  c->ranks[static_cast<size_t>(rank)] = mine;
+  ++c->joined;
+  ++c->alive;
+  *comm = reinterpret_cast<ncclComm_t>(mine);
+  return config && config->blocking == 0 ? ncclInProgress : ncclSuccess;
 }
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
+  return ncclCommInitRankConfig(comm, nranks, id, rank, nullptr);
+}
+
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
-  release(comm);
+  Nccl& n = ready();
+  std::lock_guard<std::mutex> lock(n.mu);
+  if (comm) leave_locked(reinterpret_cast<Comm*>(comm));
   return ncclSuccess;
 }
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
   Nccl& n = ready();
-  {
-    std::lock_guard<std::mutex> lock(n.mu);
-    ++n.aborts;
-  }
-  if (auto* c = reinterpret_cast<Comm*>(comm))  // its kernels end: the streams go on
-    for (cudaStream_t s : c->stalled) furnace_standin::end_stalled_work(s);
-  release(comm);
+  std::lock_guard<std::mutex> lock(n.mu);
+  ++n.aborts;
+  if (comm) leave_locked(reinterpret_cast<Comm*>(comm));
   return ncclSuccess;
 }
 ncclResult_t ncclCommFinalize(ncclComm_t) { return ncclSuccess; }
@@ -239,19 +336,12 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async) {
   Nccl& n = ready();
   const auto* c = reinterpret_cast<const Comm*>(comm);
   if (!c || !async) return usage("ncclCommGetAsyncError: a null argument");
-  *async = n.mode == Mode::error && c->ran ? ncclRemoteError : ncclSuccess;
+  std::lock_guard<std::mutex> lock(n.mu);
+  if (c->clique->joined < c->clique->nranks)
+    *async = ncclInProgress;  // not every rank has joined
+  else
+    *async = n.mode == Mode::error && c->ran ? ncclRemoteError : ncclSuccess;
   return ncclSuccess;
-}
-
-// Communicators between ranks that are other threads or processes: not stood in for.
-ncclResult_t ncclGetUniqueId(ncclUniqueId*) {
-  return usage("ncclGetUniqueId: the stand-in has no communicators between ranks (only ncclCommInitAll's)");
-}
-ncclResult_t ncclCommInitRank(ncclComm_t*, int, ncclUniqueId, int) {
-  return usage("ncclCommInitRank: the stand-in has no communicators between ranks (only ncclCommInitAll's)");
-}
-ncclResult_t ncclCommInitRankConfig(ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*) {
-  return usage("ncclCommInitRankConfig: the stand-in has no communicators between ranks (only ncclCommInitAll's)");
 }
 
 ncclResult_t ncclGroupStart() {
@@ -261,24 +351,36 @@ ncclResult_t ncclGroupStart() {
 ncclResult_t ncclGroupEnd() {
   if (group_depth == 0) return usage("ncclGroupEnd without ncclGroupStart");
   if (--group_depth > 0) return ncclSuccess;
-  std::vector<Op> ops;
+  Nccl& n = ready();
+  std::lock_guard<std::mutex> lock(n.mu);
+  std::vector<std::pair<Comm*, Op>> ops;
   ops.swap(group_ops);
-  return run_group(ops);
+  for (auto& [comm, op] : ops)
+    if (const ncclResult_t r = enqueue_locked(comm, op); r != ncclSuccess) return r;
+  for (auto& [comm, op] : ops)  // a group's collectives that can end, end now
+    if (comm->clique) progress_locked(*comm->clique);
+  // A collective of the group that lacks a rank's call could never end: one thread enqueues them all.
+  for (auto& [comm, op] : ops)
+    if (comm->clique->id.empty() && !comm->clique->slots.empty() && n.mode != Mode::stall &&
+        !comm->clique->slots.front().stuck)
+      return usage_locked("a group's collective lacks a rank's call (ncclCommInitAll's communicators: one "
+                          "thread enqueues every rank)");
+  return ncclSuccess;
 }
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root,
                            ncclComm_t comm, cudaStream_t stream) {
-  return enqueue({Op::broadcast, send, recv, count, type, root, reinterpret_cast<Comm*>(comm), stream});
+  return enqueue(reinterpret_cast<Comm*>(comm), {Op::broadcast, send, recv, count, type, root, stream});
 }
 ncclResult_t ncclReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                         int root, ncclComm_t comm, cudaStream_t stream) {
   if (op != ncclSum) return usage("the stand-in reduces with ncclSum only");
-  return enqueue({Op::reduce, send, recv, count, type, root, reinterpret_cast<Comm*>(comm), stream});
+  return enqueue(reinterpret_cast<Comm*>(comm), {Op::reduce, send, recv, count, type, root, stream});
 }
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
   if (op != ncclSum) return usage("the stand-in reduces with ncclSum only");
-  return enqueue({Op::all_reduce, send, recv, count, type, 0, reinterpret_cast<Comm*>(comm), stream});
+  return enqueue(reinterpret_cast<Comm*>(comm), {Op::all_reduce, send, recv, count, type, 0, stream});
 }
 
 // For the tests (dlsym): FURNACE_STANDIN_NCCL from now on, and what the stand-in counted.

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -169,6 +170,109 @@ TEST_F(StandinHost, DataParallelsNcclCollectivesMoveTheBytesAndTheirFailuresAreO
                            "rank 0, device 0, reported by ncclCommGetAsyncError)");
   }
   EXPECT_EQ(aborts() - aborted, 4);  // the pair made after the timeout, aborted too
+  set_nccl("ok");
+}
+
+// DDP's communicator between rank threads (NcclRankComm: a non-blocking ncclCommInitRankConfig,
+// each collective preceded by an all-reduce of every rank's header, a watchdog thread), two ranks
+// on the two stand-in GPUs. `body` runs on each rank's thread with its communicator; what a rank
+// threw (construction included) comes back by rank. Only the first `joining` ranks start.
+template <class Body>
+std::vector<std::string> run_ranks(Backend& backend, std::chrono::milliseconds timeout, int joining, Body body) {
+  const std::vector<char> id = backend.comm_unique_id();
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < joining; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        std::unique_ptr<RankCommunicator> comm = backend.make_rank_communicator(id, r, 2, r, timeout);
+        body(r, *comm);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  return errors;
+}
+
+TEST_F(StandinHost, DdpsNcclCommunicatorAllReducesBetweenRankThreadsAndEachFailureIsItsLine) {
+  const auto set_nccl = standin_function<void (*)(const char*)>("furnace_standin_set_nccl");
+  ASSERT_TRUE(set_nccl) << "the stand-in library was built without its NCCL";
+  set_nccl("ok");
+  TraceBus bus;
+  Runtime rt(cuda::make_backend(&bus), bus);
+  Backend& backend = rt.backend();
+  using std::chrono::milliseconds;
+  constexpr size_t n = 1000;
+  std::vector<Tensor> grads = {Tensor::empty(rt, Device::cuda(0), {static_cast<int64_t>(n)}),
+                               Tensor::empty(rt, Device::cuda(1), {static_cast<int64_t>(n)})};
+  const auto value = [](int rank, size_t i) { return static_cast<float>(i) * (rank == 0 ? 0.25f : -1.0f) + 3.0f * rank; };
+  for (int r = 0; r < 2; ++r) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = value(r, i);
+    OpContext ctx{rt, r, 0};
+    ops::copy_to_device(ctx, grads[static_cast<size_t>(r)], v.data());
+  }
+  // Every rank's gradient summed into every rank's (two terms: exact), then rank 1's broadcast.
+  std::vector<std::vector<float>> seen(2, std::vector<float>(n)), sent(2, std::vector<float>(n));
+  std::vector<std::string> errors = run_ranks(backend, milliseconds(5000), 2, [&](int r, RankCommunicator& comm) {
+    float* data = static_cast<float*>(grads[static_cast<size_t>(r)].raw());
+    comm.stream_wait(comm.all_reduce_sum_f32(data, n, 0), 0);
+    comm.barrier();  // every collective before it has ended on this rank
+    OpContext ctx{rt, r, 0};
+    ops::copy_to_host(ctx, seen[static_cast<size_t>(r)].data(), grads[static_cast<size_t>(r)]);
+    if (r == 0) backend.memset(0, data, 0, n * sizeof(float), 0);  // what the broadcast must overwrite
+    comm.broadcast_f32(data, n, /*root=*/1, 0);
+    comm.barrier();
+    ops::copy_to_host(ctx, sent[static_cast<size_t>(r)].data(), grads[static_cast<size_t>(r)]);
+  });
+  EXPECT_EQ(errors, std::vector<std::string>(2));
+  for (int r = 0; r < 2; ++r)
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(seen[static_cast<size_t>(r)][i], value(0, i) + value(1, i)) << "rank " << r << ", element " << i;
+      ASSERT_EQ(sent[static_cast<size_t>(r)][i], value(0, i) + value(1, i)) << "rank " << r << ", element " << i;
+    }
+
+  // Ranks calling different collectives: the header all-reduce shows it, both ranks abort with the
+  // line that says who called what (NCCL itself would hang in the data all-reduce).
+  const std::string mismatch =
+      "ProcessGroup (nccl): every rank must call the same collective: rank 0 called all_reduce of 10 f32 "
+      "elements, rank 1 called all_reduce of 20 f32 elements; the communicator was aborted";
+  errors = run_ranks(backend, milliseconds(5000), 2, [&](int r, RankCommunicator& comm) {
+    comm.all_reduce_sum_f32(static_cast<float*>(grads[static_cast<size_t>(r)].raw()), r == 0 ? 10 : 20, 0);
+    comm.barrier();
+  });
+  EXPECT_EQ(errors, std::vector<std::string>(2, mismatch));
+
+  // A rank that never joins: the other gives up after the timeout.
+  const auto t0 = std::chrono::steady_clock::now();
+  errors = run_ranks(backend, milliseconds(300), 1, [](int, RankCommunicator&) {});
+  EXPECT_EQ(errors[0], "ProcessGroup (nccl): rank 0 of 2 on cuda:0: ncclCommInitRank did not complete within 300 ms: "
+                       "not every rank arrived (a rank that failed to start, or a different WORLD_SIZE)");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+
+  // A rank that stops calling collectives: the other's watchdog aborts after --dist-timeout.
+  errors = run_ranks(backend, milliseconds(300), 2, [&](int r, RankCommunicator& comm) {
+    if (r == 1) return;  // leaves without calling
+    comm.all_reduce_sum_f32(static_cast<float*>(grads[0].raw()), n, 0);
+    comm.barrier();
+  });
+  EXPECT_EQ(errors[0], "ProcessGroup (nccl): rank 0: a collective did not end within 300 ms (--dist-timeout): another "
+                       "rank stopped, hangs or called a different collective; its own output says why. The "
+                       "communicator was aborted");
+  EXPECT_EQ(errors[1], "");
+
+  // A peer's failure, as ncclCommGetAsyncError reports it.
+  set_nccl("error");
+  errors = run_ranks(backend, milliseconds(5000), 2, [&](int r, RankCommunicator& comm) {
+    comm.all_reduce_sum_f32(static_cast<float*>(grads[static_cast<size_t>(r)].raw()), n, 0);
+    comm.barrier();
+  });
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(errors[static_cast<size_t>(r)],
+              "ProcessGroup (nccl): rank " + std::to_string(r) + " on cuda:" + std::to_string(r) +
+                  ": NCCL error: remote process exited or there was a network error (reported by "
+                  "ncclCommGetAsyncError: a peer failed or its connection broke)");
   set_nccl("ok");
 }
 #endif
