@@ -286,6 +286,16 @@ TEST_F(CliParallel, TrainDdpJsonShowsEveryRankAndTheBuckets) {
   EXPECT_GT(ddp["one_gpu_modelled_samples_per_s"].get<double>(), 0.0);
 }
 
+// `furnace compare` alone compares on a machine with several GPUs (train's default laptop has one).
+TEST_F(CliParallel, CompareWithoutATopologyRunsOnAMultiGpuMachine) {
+  CliRun r = furnace("compare --data " + std::string(FURNACE_TEST_DATA_DIR) + "/fashion-mnist --steps 2 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = r.last_json();
+  EXPECT_EQ(j["topology"], "workstation-4x3090");
+  ASSERT_EQ(j["runs"].size(), 2u);
+  EXPECT_EQ(j["runs"][0]["gpus"].size(), 4u);
+}
+
 // `furnace compare dp ddp`: DataParallel's GPU 0 is the busiest and the fullest; under DDP every GPU
 // is alike, and the DDP step is the shorter on this PCIe machine.
 TEST_F(CliParallel, CompareDpAndDdpSideBySide) {

@@ -80,7 +80,7 @@ TEST_P(LessonChecks, LoadsAndEveryCheckPasses) {
     if (step.prediction) {
       ASSERT_TRUE(out.prediction);
       EXPECT_FALSE(step.prediction->question.in(lang).empty());
-      EXPECT_TRUE(out.prediction->among_choices) << "the real answer " << out.prediction->answer
+      EXPECT_TRUE(out.prediction->among_choices) << "the real answer " << out.prediction->shown(lesson::Lang::en)
                                                  << " is not among the choices";
       // The real answer, typed back, is accepted.
       lesson::Missing why;

@@ -43,7 +43,7 @@
 #include <cublas_api.h>
 #include <cuda_runtime_api.h>
 
-#include "standin_streams.h"  // declares: furnace_standin::give_stream_work (defined here)
+#include "standin_streams.h"  // declares: furnace_standin::queue_collective, ... (defined here)
 
 #include <cxxabi.h>
 #include <unistd.h>
@@ -57,6 +57,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -245,11 +246,20 @@ struct Event {
 
 // The live streams and events (cudaDeviceSynchronize completes them all; a destroyed stream's
 // events are complete); one mutex for all of their fields.
+// cudaStreamWaitEvent on an event behind an open collective: the waiting stream holds a barrier
+// of its own (at `position`) until the event's stream passes `until`.
+struct Dependency {
+  Stream* waiting;
+  long position;
+  Stream* on;
+  long until;
+};
 struct InFlight {
   std::mutex mu;
   std::condition_variable ended;  // a collective ended (synchronizing may have waited for it)
   std::vector<Stream*> streams;
   std::vector<Event*> events;
+  std::vector<Dependency> dependencies;
 };
 InFlight& in_flight() {
   static InFlight* f = new InFlight;  // never destroyed, as machine()
@@ -325,18 +335,36 @@ bool furnace_standin::ready_for(cudaStream_t s, long position) {
   return !stream || stream->barriers.empty() || stream->barriers.front() >= position;
 }
 
-void furnace_standin::end_collective(cudaStream_t s, long position) {
-  std::lock_guard<std::mutex> lock(in_flight().mu);
-  auto* stream = reinterpret_cast<Stream*>(s);
-  if (!stream) return;
+namespace {
+// Ends the barrier at `position` of `stream`: the work deferred behind it runs, up to the next
+// open barrier (all of it when none is left); then any stream waiting for an event this passed
+// goes on too. Caller holds the mutex.
+void end_barrier_locked(Stream* stream, long position) {
   auto& b = stream->barriers;
   b.erase(std::remove(b.begin(), b.end(), position), b.end());
-  const long upto = b.empty() ? stream->queued : b.front();
+  const long upto = b.empty() ? std::numeric_limits<long>::max() : b.front();
   while (!stream->deferred.empty() && stream->deferred.front().first < upto) {
     stream->deferred.front().second();
     stream->deferred.pop_front();
   }
+  auto& deps = in_flight().dependencies;
+  for (size_t i = 0; i < deps.size();) {
+    if (limit(*deps[i].on) < deps[i].until) {
+      ++i;
+      continue;
+    }
+    const Dependency d = deps[i];
+    deps.erase(deps.begin() + static_cast<long>(i));
+    end_barrier_locked(d.waiting, d.position);
+    i = 0;  // that may have released others
+  }
   in_flight().ended.notify_all();
+}
+}  // namespace
+
+void furnace_standin::end_collective(cudaStream_t s, long position) {
+  std::lock_guard<std::mutex> lock(in_flight().mu);
+  if (s) end_barrier_locked(reinterpret_cast<Stream*>(s), position);
 }
 
 extern "C" {
@@ -559,6 +587,18 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
   streams.erase(std::remove(streams.begin(), streams.end(), stream), streams.end());
   for (Event* e : in_flight().events)  // the driver completes a destroyed stream's work
     if (e->stream == stream) e->stream = nullptr;
+  std::vector<Dependency> waiting_on_it;
+  auto& deps = in_flight().dependencies;
+  for (size_t i = 0; i < deps.size();)
+    if (deps[i].waiting == stream) {
+      deps.erase(deps.begin() + static_cast<long>(i));
+    } else if (deps[i].on == stream) {
+      waiting_on_it.push_back(deps[i]);
+      deps.erase(deps.begin() + static_cast<long>(i));
+    } else {
+      ++i;
+    }
+  for (const Dependency& d : waiting_on_it) end_barrier_locked(d.waiting, d.position);
   delete stream;
   return cudaSuccess;
 }
@@ -582,9 +622,17 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   complete(*stream);
   return cudaSuccess;
 }
-cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t, unsigned) {
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
   STANDIN_INIT();
-  give_work(s);
+  std::lock_guard<std::mutex> lock(in_flight().mu);
+  const long at = give_work_locked(s);
+  const auto* ev = reinterpret_cast<const Event*>(e);
+  // An event behind an open collective: what `s` is given from now on waits for it.
+  if (s && ev && ev->stream && limit(*ev->stream) < ev->position) {
+    auto* stream = reinterpret_cast<Stream*>(s);
+    stream->barriers.push_back(at);
+    in_flight().dependencies.push_back({stream, at, ev->stream, ev->position});
+  }
   return cudaSuccess;
 }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {

@@ -29,12 +29,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
-#include "standin_streams.h"  // defines: furnace_standin::give_stream_work
+#include "standin_streams.h"  // defines: furnace_standin::queue_collective, ready_for, end_collective
 
 namespace {
 
@@ -63,6 +65,7 @@ struct Clique {
   std::string id;                 // ncclGetUniqueId's bytes ("" for ncclCommInitAll's)
   int nranks = 0;
   std::vector<Comm*> ranks;       // by rank: nullptr until it joins, and after it leaves
+  std::vector<bool> ever_joined;  // a rank joins once
   int joined = 0, alive = 0;
   std::deque<Slot> slots;         // open collectives, oldest first
   long first_slot = 0;            // the number of slots[0]
@@ -80,6 +83,7 @@ struct Nccl {
   Mode mode = Mode::ok;
   long aborts = 0, collectives = 0, ids = 0;
   std::map<std::string, Clique*> by_id;
+  std::set<Clique*> live;  // every clique: a collective ending may let another clique's go on
   std::string last_error;
 };
 Nccl& nccl() {
@@ -177,11 +181,29 @@ void progress_locked(Clique& c) {
   }
 }
 
-// Queues rank `comm`'s next collective (caller holds the mutex).
-ncclResult_t enqueue_locked(Comm* comm, Op op) {
-  if (type_size(op.type) == 0) return usage_locked("an unknown data type");
-  if ((op.kind != Op::broadcast) && op.type != ncclFloat32 && op.type != ncclInt32 && op.type != ncclInt64)
-    return usage_locked("the stand-in sums float32, int32 and int64 only");
+// Every clique's collectives that can end (one ending may free another clique's on a shared
+// stream), until none can. Caller holds the mutex.
+void progress_all_locked() {
+  for (bool more = true; more;) {
+    more = false;
+    for (Clique* c : nccl().live) {
+      const long before = c->first_slot;
+      progress_locked(*c);
+      more = more || c->first_slot != before;
+    }
+  }
+}
+
+// Why the stand-in cannot run `op` ("" when it can), checked before anything is queued.
+std::string refused(const Op& op) {
+  if (type_size(op.type) == 0) return "an unknown data type";
+  if (op.kind != Op::broadcast && op.type != ncclFloat32 && op.type != ncclInt32 && op.type != ncclInt64)
+    return "the stand-in sums float32, int32 and int64 only";
+  return "";
+}
+
+// Queues rank `comm`'s next collective, checked by `refused` (caller holds the mutex).
+void enqueue_locked(Comm* comm, Op op) {
   Clique& c = *comm->clique;
   op.position = furnace_standin::queue_collective(op.stream);
   const long n = comm->next_slot++;
@@ -195,14 +217,14 @@ ncclResult_t enqueue_locked(Comm* comm, Op op) {
   s.called[static_cast<size_t>(comm->rank)] = true;
   s.ops[static_cast<size_t>(comm->rank)] = op;
   comm->ran = true;
-  progress_locked(c);
-  return ncclSuccess;
+  progress_all_locked();
 }
 
 ncclResult_t enqueue(Comm* comm, const Op& op) {
   Nccl& n = ready();
   if (!comm) return usage("a null communicator");
   std::lock_guard<std::mutex> lock(n.mu);
+  if (const std::string why = refused(op); !why.empty()) return usage_locked(why);  // as NCCL: at the call
   if (group_depth > 0) {
     group_ops.emplace_back(comm, op);
     return ncclSuccess;
@@ -210,7 +232,8 @@ ncclResult_t enqueue(Comm* comm, const Op& op) {
   if (comm->clique->id.empty() && comm->clique->nranks > 1)
     return usage_locked("a collective of ncclCommInitAll's communicators outside a group: one thread must "
                         "enqueue every rank between ncclGroupStart and ncclGroupEnd");
-  return enqueue_locked(comm, op);
+  enqueue_locked(comm, op);
+  return ncclSuccess;
 }
 
 // A rank leaves (destroyed or aborted): its open collectives end (their kernels end) and never
@@ -228,8 +251,17 @@ void leave_locked(Comm* comm) {
   delete comm;
   if (--c->alive == 0) {
     if (!c->id.empty()) nccl().by_id.erase(c->id);
+    nccl().live.erase(c);
     delete c;
   }
+  progress_all_locked();
+}
+
+// Whether rank `comm` has called a collective that has not ended (caller holds the mutex).
+bool has_open_locked(const Comm* comm) {
+  for (const Slot& s : comm->clique->slots)
+    if (s.called[static_cast<size_t>(comm->rank)]) return true;
+  return false;
 }
 
 }  // namespace
@@ -276,6 +308,8 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int*) {
   }
   auto* clique = new Clique;
   clique->nranks = clique->joined = clique->alive = ndev;
+  clique->ever_joined.assign(static_cast<size_t>(ndev), true);
+  n.live.insert(clique);
   for (int i = 0; i < ndev; ++i) {
     auto* c = new Comm{clique, i};
     clique->ranks.push_back(c);
@@ -301,14 +335,17 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId i
     c->id = key;
     c->nranks = nranks;
     c->ranks.assign(static_cast<size_t>(nranks), nullptr);
+    c->ever_joined.assign(static_cast<size_t>(nranks), false);
+    n.live.insert(c);
   }
-  if (c->nranks != nranks || c->ranks[static_cast<size_t>(rank)]) {
+  if (c->nranks != nranks || c->ever_joined[static_cast<size_t>(rank)]) {
     n.last_error = "ncclCommInitRank: rank " + std::to_string(rank) + " of " + std::to_string(nranks) +
                    " does not fit the communicator (" + std::to_string(c->nranks) + " ranks)";
     return ncclInvalidArgument;
   }
   auto* mine = new Comm{c, rank};
   c->ranks[static_cast<size_t>(rank)] = mine;
+  c->ever_joined[static_cast<size_t>(rank)] = true;
   ++c->joined;
   ++c->alive;
   *comm = reinterpret_cast<ncclComm_t>(mine);
@@ -318,10 +355,19 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
   return ncclCommInitRankConfig(comm, nranks, id, rank, nullptr);
 }
 
+// ncclCommDestroy waits for the rank's collectives, which never end without their peers: said,
+// and the process ends, where a GPU would hang (ncclCommAbort is the call that ends them).
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   Nccl& n = ready();
   std::lock_guard<std::mutex> lock(n.mu);
-  if (comm) leave_locked(reinterpret_cast<Comm*>(comm));
+  if (!comm) return ncclSuccess;
+  auto* c = reinterpret_cast<Comm*>(comm);
+  if (has_open_locked(c)) {
+    std::fprintf(stderr, "furnace NCCL stand-in: ncclCommDestroy of rank %d with collectives still open: NCCL "
+                 "would wait for them (forever, if their peers are gone); ncclCommAbort ends them\n", c->rank);
+    std::_Exit(87);
+  }
+  leave_locked(c);
   return ncclSuccess;
 }
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
@@ -355,16 +401,20 @@ ncclResult_t ncclGroupEnd() {
   std::lock_guard<std::mutex> lock(n.mu);
   std::vector<std::pair<Comm*, Op>> ops;
   ops.swap(group_ops);
-  for (auto& [comm, op] : ops)
-    if (const ncclResult_t r = enqueue_locked(comm, op); r != ncclSuccess) return r;
-  for (auto& [comm, op] : ops)  // a group's collectives that can end, end now
-    if (comm->clique) progress_locked(*comm->clique);
-  // A collective of the group that lacks a rank's call could never end: one thread enqueues them all.
-  for (auto& [comm, op] : ops)
-    if (comm->clique->id.empty() && !comm->clique->slots.empty() && n.mode != Mode::stall &&
-        !comm->clique->slots.front().stuck)
+  // ncclCommInitAll's communicators: one thread enqueues every rank, so each of their cliques in
+  // the group needs every rank's call as often as any other's; else nothing is queued.
+  std::map<Clique*, std::vector<int>> calls;
+  for (const auto& [comm, op] : ops)
+    if (comm->clique->id.empty()) {
+      std::vector<int>& v = calls[comm->clique];
+      v.resize(static_cast<size_t>(comm->clique->nranks));
+      ++v[static_cast<size_t>(comm->rank)];
+    }
+  for (const auto& [clique, v] : calls)
+    if (std::adjacent_find(v.begin(), v.end(), std::not_equal_to<>()) != v.end())
       return usage_locked("a group's collective lacks a rank's call (ncclCommInitAll's communicators: one "
                           "thread enqueues every rank)");
+  for (const auto& [comm, op] : ops) enqueue_locked(comm, op);
   return ncclSuccess;
 }
 

@@ -104,6 +104,16 @@ F standin_function(const char* name) {
   return reinterpret_cast<F>(dlsym(RTLD_DEFAULT, name));
 }
 
+// The stand-in NCCL's mode and FURNACE_NCCL_TIMEOUT_S back as they were, also when a test fails
+// half-way.
+struct NcclRestore {
+  void (*set_nccl)(const char*);
+  ~NcclRestore() {
+    set_nccl("ok");
+    ::unsetenv("FURNACE_NCCL_TIMEOUT_S");
+  }
+};
+
 // DataParallel's NCCL path (NcclComms: ncclCommInitAll, one thread's group of every rank, then a
 // wait on the ranks' streams) over the stand-in's NCCL: the bytes move, a collective whose peers
 // never come ends after FURNACE_NCCL_TIMEOUT_S in one line with its communicators aborted (and the
@@ -113,6 +123,7 @@ TEST_F(StandinHost, DataParallelsNcclCollectivesMoveTheBytesAndTheirFailuresAreO
   const auto aborts = standin_function<long (*)()>("furnace_standin_nccl_aborts");
   const auto collectives = standin_function<long (*)()>("furnace_standin_nccl_collectives");
   ASSERT_TRUE(set_nccl && aborts && collectives) << "the stand-in library was built without its NCCL";
+  NcclRestore restore{set_nccl};
   set_nccl("ok");
   TraceBus bus;
   Runtime rt(cuda::make_backend(&bus), bus);
@@ -138,7 +149,7 @@ TEST_F(StandinHost, DataParallelsNcclCollectivesMoveTheBytesAndTheirFailuresAreO
 
   // Peers that never come: the wait gives up after the timeout and aborts both communicators.
   set_nccl("stall");
-  ::setenv("FURNACE_NCCL_TIMEOUT_S", "0.3", 1);
+  ::setenv("FURNACE_NCCL_TIMEOUT_S", "0.3", 1);  // read at each wait; no backend thread reads it now
   const long aborted = aborts();
   const auto t0 = std::chrono::steady_clock::now();
   try {
@@ -170,7 +181,6 @@ TEST_F(StandinHost, DataParallelsNcclCollectivesMoveTheBytesAndTheirFailuresAreO
                            "rank 0, device 0, reported by ncclCommGetAsyncError)");
   }
   EXPECT_EQ(aborts() - aborted, 4);  // the pair made after the timeout, aborted too
-  set_nccl("ok");
 }
 
 // DDP's communicator between rank threads (NcclRankComm: a non-blocking ncclCommInitRankConfig,
@@ -198,6 +208,7 @@ std::vector<std::string> run_ranks(Backend& backend, std::chrono::milliseconds t
 TEST_F(StandinHost, DdpsNcclCommunicatorAllReducesBetweenRankThreadsAndEachFailureIsItsLine) {
   const auto set_nccl = standin_function<void (*)(const char*)>("furnace_standin_set_nccl");
   ASSERT_TRUE(set_nccl) << "the stand-in library was built without its NCCL";
+  NcclRestore restore{set_nccl};
   set_nccl("ok");
   TraceBus bus;
   Runtime rt(cuda::make_backend(&bus), bus);
@@ -217,8 +228,9 @@ TEST_F(StandinHost, DdpsNcclCommunicatorAllReducesBetweenRankThreadsAndEachFailu
   std::vector<std::vector<float>> seen(2, std::vector<float>(n)), sent(2, std::vector<float>(n));
   std::vector<std::string> errors = run_ranks(backend, milliseconds(5000), 2, [&](int r, RankCommunicator& comm) {
     float* data = static_cast<float*>(grads[static_cast<size_t>(r)].raw());
+    // Work.wait(): the compute stream waits for the all-reduce, the host does not; the copy to the
+    // host queued after it on that stream sees the sum.
     comm.stream_wait(comm.all_reduce_sum_f32(data, n, 0), 0);
-    comm.barrier();  // every collective before it has ended on this rank
     OpContext ctx{rt, r, 0};
     ops::copy_to_host(ctx, seen[static_cast<size_t>(r)].data(), grads[static_cast<size_t>(r)]);
     if (r == 0) backend.memset(0, data, 0, n * sizeof(float), 0);  // what the broadcast must overwrite
@@ -251,13 +263,14 @@ TEST_F(StandinHost, DdpsNcclCommunicatorAllReducesBetweenRankThreadsAndEachFailu
                        "not every rank arrived (a rank that failed to start, or a different WORLD_SIZE)");
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
 
-  // A rank that stops calling collectives: the other's watchdog aborts after --dist-timeout.
-  errors = run_ranks(backend, milliseconds(300), 2, [&](int r, RankCommunicator& comm) {
+  // A rank that stops calling collectives: the other's watchdog aborts after --dist-timeout (long
+  // enough for both to join on a loaded machine: the join has the same timeout).
+  errors = run_ranks(backend, milliseconds(2000), 2, [&](int r, RankCommunicator& comm) {
     if (r == 1) return;  // leaves without calling
     comm.all_reduce_sum_f32(static_cast<float*>(grads[0].raw()), n, 0);
     comm.barrier();
   });
-  EXPECT_EQ(errors[0], "ProcessGroup (nccl): rank 0: a collective did not end within 300 ms (--dist-timeout): another "
+  EXPECT_EQ(errors[0], "ProcessGroup (nccl): rank 0: a collective did not end within 2000 ms (--dist-timeout): another "
                        "rank stopped, hangs or called a different collective; its own output says why. The "
                        "communicator was aborted");
   EXPECT_EQ(errors[1], "");
@@ -273,7 +286,6 @@ TEST_F(StandinHost, DdpsNcclCommunicatorAllReducesBetweenRankThreadsAndEachFailu
               "ProcessGroup (nccl): rank " + std::to_string(r) + " on cuda:" + std::to_string(r) +
                   ": NCCL error: remote process exited or there was a network error (reported by "
                   "ncclCommGetAsyncError: a peer failed or its connection broke)");
-  set_nccl("ok");
 }
 #endif
 
