@@ -114,6 +114,45 @@ TEST(StandinDiscovery, TrainingGetsPastEnumerationAndAllocationToItsFirstKernel)
   std::remove(trace.c_str());
 }
 
+#ifdef FURNACE_WITH_NCCL
+// DataParallel on two stand-in GPUs: replicate's NCCL broadcast comes before the replicas' first
+// kernels; a broadcast whose peers never come ends the run in its one line, and teardown returns.
+TEST(StandinNccl, DataParallelReachesItsReplicasThroughNcclsBroadcastAndAStalledOneIsOneLine) {
+  auto r = furnace_with_standin("FURNACE_STANDIN_GPUS=2", "train --backend cuda --parallel dp --steps 2 --quiet" + kData);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("furnace: error: Caught RuntimeError in replica 0 on device 0. Original error: CUDA error: "
+                       "operation not supported"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("NCCL"), std::string::npos) << r.err;
+  r = furnace_with_standin("FURNACE_STANDIN_GPUS=2 FURNACE_STANDIN_NCCL=stall FURNACE_NCCL_TIMEOUT_S=0.5",
+                           "train --backend cuda --parallel dp --steps 2 --quiet" + kData);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "furnace: error: NCCL error: ncclBroadcast over 2 GPUs did not finish within 0.5 s "
+                   "(FURNACE_NCCL_TIMEOUT_S); its communicators were aborted\n");
+}
+
+// DDP launched as two processes on the cuda backend: rank 0's NCCL id goes through the store to
+// rank 1, each process makes its communicator on cuda:LOCAL_RANK; the stand-in has no NCCL between
+// processes, so neither sees the other join: each rank says so in one line after --dist-timeout,
+// and the launcher reports the failed rank and stops the other.
+TEST(StandinNccl, LaunchedDdpRanksThatNeverMeetEachSayItInOneLine) {
+  const auto r = furnace_with_standin(
+      "FURNACE_STANDIN_GPUS=2", "launch --nproc-per-node 2 --master-port 0 -- " + std::string(FURNACE_CLI) +
+                                    " train --backend cuda --parallel ddp --steps 2 --no-eval --quiet --dist-timeout 5" + kData);
+  EXPECT_NE(r.status, 0);
+  const std::string all = r.out + r.err;
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string line = "[rank" + std::to_string(rank) + "]:furnace: error: rank " + std::to_string(rank) +
+                             ": ProcessGroup (nccl): rank " + std::to_string(rank) + " of 2 on cuda:" +
+                             std::to_string(rank) + ": ncclCommInitRank did not complete within 5000 ms: not every "
+                             "rank arrived";
+    EXPECT_NE(all.find(line), std::string::npos) << all;
+  }
+  EXPECT_NE(all.find("furnace launch: rank "), std::string::npos) << all;
+}
+#endif
+
 // The backend's own view of the mapping, in the trainer's ordinal check.
 TEST(StandinDiscovery, TheBackendNamesThePhysicalGpuBehindEachOrdinal) {
   const auto r = furnace_with_standin("FURNACE_STANDIN_GPUS=3 CUDA_VISIBLE_DEVICES=2,0",
