@@ -32,6 +32,12 @@ namespace {
 
 bool under_standin() { return dlsym(RTLD_DEFAULT, "furnace_cuda_standin") != nullptr; }
 
+// One of the stand-in's (or the runtime's) functions, looked up by name; nullptr where it is not.
+template <class F>
+F standin_function(const char* name) {
+  return reinterpret_cast<F>(dlsym(RTLD_DEFAULT, name));
+}
+
 class StandinHost : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -99,10 +105,6 @@ TEST_F(StandinHost, CopiesAndMemsetReachTheRuntimeWithTheRightBytes) {
 }
 
 #ifdef FURNACE_WITH_NCCL
-template <class F>
-F standin_function(const char* name) {
-  return reinterpret_cast<F>(dlsym(RTLD_DEFAULT, name));
-}
 
 // The stand-in NCCL's mode and FURNACE_NCCL_TIMEOUT_S back as they were, also when a test fails
 // half-way.
@@ -297,11 +299,9 @@ TEST_F(StandinHost, DdpsNcclCommunicatorAllReducesBetweenRankThreadsAndEachFailu
 // cudaPeekAtLastError) would fail with "device not ready".
 TEST_F(StandinHost, PollingWorkStillInFlightLeavesNoErrorForTheNextLaunchCheck) {
   using SetNotReady = void (*)(int);
-  using Answers = long (*)();
-  using LastError = int (*)();
-  const auto set_not_ready = reinterpret_cast<SetNotReady>(dlsym(RTLD_DEFAULT, "furnace_standin_set_not_ready"));
-  const auto not_ready_answers = reinterpret_cast<Answers>(dlsym(RTLD_DEFAULT, "furnace_standin_not_ready_answers"));
-  const auto peek_last_error = reinterpret_cast<LastError>(dlsym(RTLD_DEFAULT, "cudaPeekAtLastError"));
+  const auto set_not_ready = standin_function<SetNotReady>("furnace_standin_set_not_ready");
+  const auto not_ready_answers = standin_function<long (*)()>("furnace_standin_not_ready_answers");
+  const auto peek_last_error = standin_function<int (*)()>("cudaPeekAtLastError");
   ASSERT_TRUE(set_not_ready && not_ready_answers && peek_last_error);
   struct Restore {
     SetNotReady set;
@@ -350,7 +350,7 @@ TEST_F(StandinHost, PollingWorkStillInFlightLeavesNoErrorForTheNextLaunchCheck) 
 // microsecond, to the last one.
 TEST_F(StandinHost, TraceTimesStayExactAfterAnHourOnTheDevice) {
   using SetStep = void (*)(double);
-  const auto set_step = reinterpret_cast<SetStep>(dlsym(RTLD_DEFAULT, "furnace_standin_set_event_step"));
+  const auto set_step = standin_function<SetStep>("furnace_standin_set_event_step");
   ASSERT_TRUE(set_step);
   struct Restore {
     SetStep set;
@@ -471,7 +471,7 @@ TEST_F(StandinHost, TheProcesssMemoryInUseCountsItsCudaContext) {
 // cublasSetStream (the stand-in's GEMM refuses to run on cuBLAS's own pool). The GEMM itself
 // cannot run here: it reports NOT_SUPPORTED, after the workspace checks.
 TEST_F(StandinHost, CublasGetsItsWorkspaceFromTheCachingAllocatorBeforeItsFirstGemm) {
-  auto last_workspace = reinterpret_cast<size_t (*)()>(dlsym(RTLD_DEFAULT, "furnace_standin_last_gemm_workspace_bytes"));
+  auto last_workspace = standin_function<size_t (*)()>("furnace_standin_last_gemm_workspace_bytes");
   ASSERT_NE(last_workspace, nullptr);
   for (const char* config : {static_cast<const char*>(nullptr), ":16:8"}) {
     SCOPED_TRACE(config ? config : "(default)");
