@@ -88,6 +88,13 @@ def cpu_features():
     return {"model": model, **{name: name in flags for name in ("avx2", "f16c", "avx512f", "avx512_bf16")}}
 
 
+def openblas_kernel():
+    """The kernel set OpenBLAS runs under this environment (openblas_get_corename, in a child)."""
+    code = ("import ctypes; f = ctypes.CDLL('libopenblas.so.0').openblas_get_corename; "
+            "f.restype = ctypes.c_char_p; print(f().decode())")
+    return run(["/usr/bin/python3", "-c", code])[0].strip()
+
+
 def samples(args):
     """The images each side trains on: the epochs, or the first --steps batches of the first."""
     return min(TRAIN_SET * args.epochs, args.steps * args.batch) if args.steps else TRAIN_SET * args.epochs
@@ -169,9 +176,16 @@ def main():
                     help="PyTorch's thread setting: the better of both (two runs a side), or one of them")
     ap.add_argument("--rows", default="fp32,bf16,fp16,dp2,dp4,dp8")
     ap.add_argument("--no-sgemm", action="store_true", help="skip the sgemm-rate row at the end")
+    ap.add_argument("--openblas-coretype", default=None, metavar="KERNEL|unset",
+                    help="OPENBLAS_CORETYPE for both sides (Debian's PyTorch runs its fp32 GEMMs on the same "
+                         "OpenBLAS); 'unset': OpenBLAS's own pick for this CPU. Default: the environment's")
     ap.add_argument("--one-core", action="store_true",
                     help="pin every command to one logical CPU with one thread: ratios of the work per sample")
     args = ap.parse_args()
+    if args.openblas_coretype == "unset":
+        os.environ.pop("OPENBLAS_CORETYPE", None)
+    elif args.openblas_coretype:
+        os.environ["OPENBLAS_CORETYPE"] = args.openblas_coretype
     global ONE_CORE
     if args.one_core:
         ONE_CORE = max(os.sched_getaffinity(0))
@@ -229,6 +243,8 @@ def main():
         summary["fp32_step_at_sgemm_rate"] = round(sgemm["gemm_s_per_step"] / step_s, 3)
     summary["load_after"] = round(load(), 2)
     summary["cpu"] = cpu_features()
+    summary["openblas_kernel"] = openblas_kernel()
+    summary["openblas_coretype"] = os.environ.get("OPENBLAS_CORETYPE")
 
     print(f"furnace train vs PyTorch {'.'.join(map(str, __import__('torch').__version__.split('.')[:2]))}"
           f" CPU, reference MLP 784-512-512-10, batch {args.batch}, {samples(args)} samples ({args.epochs} epoch(s){f', first {args.steps} steps' if args.steps else ''}), "
@@ -249,6 +265,9 @@ def main():
     print(f"CPU: {cpu['model']}, {os.cpu_count()} logical CPUs; "
           + ", ".join(f"{k} {'yes' if cpu[k] else 'no'}" for k in ("avx2", "f16c", "avx512f", "avx512_bf16"))
           + ("" if cpu["avx512_bf16"] else " (PyTorch's CPU bf16 autocast runs without bf16 dot products here)"))
+    coretype = summary["openblas_coretype"]
+    print(f"OpenBLAS kernel of both sides' fp32 GEMMs: {summary['openblas_kernel']} "
+          + (f"(OPENBLAS_CORETYPE={coretype})" if coretype else "(OpenBLAS's pick for this CPU)"))
     print(json.dumps(summary, sort_keys=True))
 
 

@@ -20,6 +20,7 @@
 #include "furnace/error.h"
 #include "furnace/file_kind.h"  // defines: why_not_writable
 #include "furnace/launch_env.h"  // defines: worker_env_from_environment, worker_variable_names
+#include "furnace/op_table.h"  // defines: cpu_gemm_kernel
 #include "furnace/process.h"  // defines: describe_cuda_environment
 #include "furnace/stop_signals.h"  // defines: install_stop_signals, stop_signal
 #include "furnace/topology.h"  // defines: load_topology
@@ -258,7 +259,8 @@ void print_summary(const TrainResult& r, const Scenario& sc, std::optional<doubl
   } else if (!r.clock_modelled) {  // real GPUs: wall clock is the measurement; there is no model
     std::printf("  throughput      %.0f samples/s (wall clock, on the GPU)\n", r.samples_per_s);
   } else {
-    std::printf("  throughput      %.0f samples/s (wall clock, this CPU)\n", r.samples_per_s);
+    std::printf("  throughput      %.0f samples/s (wall clock, this CPU, OpenBLAS's %s kernel)\n", r.samples_per_s,
+                cpu_gemm_kernel().c_str());
     std::printf("  modelled time   %.3f s on the simulated GPU (%.3f ms per optimizer step)\n",
                 r.modelled_s, 1e3 * r.modelled_step_s);
     const double gpu = modelled_samples_per_s(r, sc);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "furnace/op_table.h"  // defines: cpu_gemm_kernel
 #include "integration/cli_harness.h"  // defines: CliHarness, CliRun, slurp
 
 namespace {
@@ -36,6 +37,21 @@ TEST_F(Cli, TrainJsonContract) {
   // Parameters alone are (784*512 + 512 + 512*512 + 512 + 512*10 + 10) * 4 bytes = 2.68 MB.
   EXPECT_GT(m["peak_allocated_bytes"].get<uint64_t>(), 2681896u * 3);  // params + grads + momentum
   EXPECT_GE(m["peak_reserved_bytes"].get<uint64_t>(), m["peak_allocated_bytes"].get<uint64_t>());
+}
+
+// The summary names the OpenBLAS kernel the simulator's GEMMs ran: the one this process runs (the
+// same OpenBLAS, CPU and environment), or OPENBLAS_CORETYPE's where it is set.
+TEST_F(Cli, TrainSaysWhichOpenBlasKernelRanItsGemms) {
+  const std::string args = "train --data " + slice() + " --steps 2 --no-eval";
+  CliRun r = furnace(args);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string chosen = furnace::cpu_gemm_kernel();
+  EXPECT_NE(r.out.find("samples/s (wall clock, this CPU, OpenBLAS's " + chosen + " kernel)"), std::string::npos)
+      << r.out;
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) GTEST_SKIP() << "no AVX2 for Haswell's kernels";
+  r = furnace(args, "OPENBLAS_CORETYPE=Haswell");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("(wall clock, this CPU, OpenBLAS's Haswell kernel)"), std::string::npos) << r.out;
 }
 
 TEST_F(Cli, TraceHasAProcessPerDeviceAndNestedTracks) {

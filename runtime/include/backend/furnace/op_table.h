@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "furnace/dtype.h"
 
@@ -112,6 +113,10 @@ void cpu_linear_weight_grad(float* dweight, const float* dout, const float* inp,
                             int OC, bool accumulate, float alpha = 1.0f);
 // The OpenBLAS threads the CPU kernels' GEMMs use now (process-wide).
 int cpu_gemm_threads();
+// The OpenBLAS kernel set they run ("Cooperlake", "Haswell", ...): OpenBLAS's pick for this CPU at
+// load, or OPENBLAS_CORETYPE's where the environment sets it (an AVX-512 CPU told "Haswell" runs
+// the step's GEMMs at about half the speed).
+std::string cpu_gemm_kernel();
 
 // While alive, the CPU kernels' GEMMs use `threads` OpenBLAS threads; the previous count comes back
 // at destruction. parallel_apply holds one with 1 while its workers run: k workers each starting a

@@ -143,6 +143,10 @@ void non_finite_check_and_unscale(float* grad, int64_t n, float inv_scale, float
 }
 
 int blas_threads() { return openblas_get_num_threads(); }
+std::string blas_kernel() {
+  const char* name = openblas_get_corename();
+  return name ? name : "unknown";
+}
 void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
 
 void mul_scalar(float* out, const float* in, float alpha, int64_t n) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "furnace/dtype.h"
 
@@ -19,4 +20,5 @@ void linear_bias_grad(float* dbias, const float* dout, int B, int OC, bool accum
 // OpenBLAS's thread count for the GEMMs above (process-wide).
 int blas_threads();
 void set_blas_threads(int threads);
+std::string blas_kernel();  // openblas_get_corename()
 }  // namespace furnace::cpu

@@ -135,6 +135,8 @@ void cpu_linear_weight_grad(float* dweight, const float* dout, const float* inp,
 
 int cpu_gemm_threads() { return cpu::blas_threads(); }
 
+std::string cpu_gemm_kernel() { return cpu::blas_kernel(); }
+
 CpuGemmThreadsScope::CpuGemmThreadsScope(int threads) : previous_(cpu::blas_threads()) {
   if (threads != previous_) cpu::set_blas_threads(threads);
 }
