@@ -261,8 +261,9 @@ void print_summary(const TrainResult& r, const Scenario& sc, std::optional<doubl
   } else {
     // The kernel decides much of the speed: an AVX-512 CPU told "Haswell" runs the GEMMs at about half.
     const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-    std::printf("  throughput      %.0f samples/s (wall clock, this CPU, OpenBLAS's %s kernel%s)\n", r.samples_per_s,
-                cpu_gemm_kernel().c_str(), coretype && *coretype ? ", from OPENBLAS_CORETYPE" : "");
+    std::printf("  throughput      %.0f samples/s (wall clock, this CPU, OpenBLAS's %s kernel%s%s)\n", r.samples_per_s,
+                cpu_gemm_kernel().c_str(), coretype && *coretype ? ", from OPENBLAS_CORETYPE" : "",
+                cpu_gemm_kernel_narrower_than_cpu() ? ", though this CPU has AVX-512" : "");
     std::printf("  modelled time   %.3f s on the simulated GPU (%.3f ms per optimizer step)\n",
                 r.modelled_s, 1e3 * r.modelled_step_s);
     const double gpu = modelled_samples_per_s(r, sc);

@@ -117,6 +117,9 @@ int cpu_gemm_threads();
 // load, or OPENBLAS_CORETYPE's where the environment sets it (an AVX-512 CPU told "Haswell" runs
 // the step's GEMMs at about half the speed).
 std::string cpu_gemm_kernel();
+// Whether this CPU has AVX-512 (F, BW, DQ, VL) and that kernel set is not one of OpenBLAS's
+// AVX-512 ones (SkylakeX, Cooperlake, SapphireRapids): the GEMMs run narrower than the CPU could.
+bool cpu_gemm_kernel_narrower_than_cpu();
 
 // While alive, the CPU kernels' GEMMs use `threads` OpenBLAS threads; the previous count comes back
 // at destruction. parallel_apply holds one with 1 while its workers run: k workers each starting a

@@ -4,6 +4,7 @@
 // kernel for `dt`; nothing is queued, every entry returns with its work done.
 #include <cstddef>
 #include <cstring>
+#include <strings.h>  // defines: strcasecmp
 
 #include "backend/cpu/cpu_kernels.h"
 #include "furnace/error.h"  // defines: FURNACE_CHECK
@@ -136,6 +137,19 @@ void cpu_linear_weight_grad(float* dweight, const float* dout, const float* inp,
 int cpu_gemm_threads() { return cpu::blas_threads(); }
 
 std::string cpu_gemm_kernel() { return cpu::blas_kernel(); }
+
+bool cpu_gemm_kernel_narrower_than_cpu() {
+#if defined(__x86_64__)
+  const std::string kernel = cpu_gemm_kernel();
+  for (const char* wide : {"SkylakeX", "Cooperlake", "SapphireRapids"})
+    if (strcasecmp(kernel.c_str(), wide) == 0) return false;
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+#else
+  return false;
+#endif
+}
 
 CpuGemmThreadsScope::CpuGemmThreadsScope(int threads) : previous_(cpu::blas_threads()) {
   if (threads != previous_) cpu::set_blas_threads(threads);
