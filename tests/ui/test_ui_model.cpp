@@ -15,8 +15,9 @@
 #include "frames_until.h"
 #include "frame_stats.h"
 #include "furnace/error.h"
+#include "furnace/op_table.h"  // defines: cpu_gemm_kernel
 #include "lesson_driver.h"
-#include "panels.h"  // defines: human_seconds
+#include "panels.h"  // defines: human_seconds, wall_clock_note
 #include "step_flow.h"
 #include "trace_file.h"
 
@@ -25,6 +26,17 @@ namespace {
 
 TraceEvent event(EventKind kind, const char* name, int device, double start = 0, double dur = 0) {
   return testing::trace_event(kind, name, device, start, dur);
+}
+
+TEST(TrainingPanel, SaysWhoseWallClockAndOnTheCpuWhichOpenBlasKernel) {
+  const std::string kernel = cpu_gemm_kernel();  // what openblas_get_corename() says here
+  ASSERT_FALSE(kernel.empty());
+  EXPECT_EQ(wall_clock_note("sim", false), "(wall clock, this CPU, OpenBLAS's " + kernel + " kernel)");
+  EXPECT_NE(wall_clock_note("sim", true).find("OpenBLAS 的 " + kernel + " 内核"), std::string::npos)
+      << wall_clock_note("sim", true);
+  // A real GPU's throughput owes nothing to OpenBLAS.
+  EXPECT_EQ(wall_clock_note("cuda", false), "(wall clock, on the GPU)");
+  EXPECT_EQ(wall_clock_note("cuda", true).find("OpenBLAS"), std::string::npos);
 }
 
 // ---- LiveFeed -----------------------------------------------------------------------------

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "furnace/op_table.h"  // defines: cpu_gemm_kernel
 #include "lang.h"    // defines: tr
 #include "panels.h"  // defines: the panel structs, Ui, human_bytes, short_gpu_name
 #include "run_banner.h"  // defines: draw_run_banner
@@ -90,6 +91,15 @@ void draw_precision(const Snapshot& snap, bool zh) {
 
 }  // namespace
 
+std::string wall_clock_note(const std::string& backend, bool zh) {
+  if (backend == "cuda") return tr(zh, "(wall clock, on the GPU)", "（GPU 上的实际时间）");
+  // As `furnace train`'s summary: on the CPU, which OpenBLAS kernel ran the GEMMs (an AVX-512 CPU
+  // told OPENBLAS_CORETYPE=Haswell runs them at about half the speed).
+  const std::string kernel = cpu_gemm_kernel();
+  return zh ? "（本机 CPU 的实际时间，OpenBLAS 的 " + kernel + " 内核）"
+            : "(wall clock, this CPU, OpenBLAS's " + kernel + " kernel)";
+}
+
 void TrainingPanel::draw_frame(AppState& app, const Snapshot& snap) {
   const bool zh = app.lesson.zh;
   if (draw_run_banner(app, snap)) return;
@@ -102,11 +112,12 @@ void TrainingPanel::draw_frame(AppState& app, const Snapshot& snap) {
   ImGui::ProgressBar(frac, ImVec2(-1, 0), buf);
   std::snprintf(buf, sizeof buf, tr(zh, "%.0f samples/s", "%.0f 样本/秒"), t.samples_per_s);
   ImGui::TextUnformatted(buf);
-  std::snprintf(buf, sizeof buf, tr(zh, "(wall clock, this CPU)   ETA %s", "（本机 CPU 的实际时间）  剩余 %s"),
-                t.total_steps ? format_duration(t.eta_s).c_str() : "--:--");
+  const std::string eta = t.total_steps ? format_duration(t.eta_s) : "--:--";
+  std::snprintf(buf, sizeof buf, tr(zh, "%s   ETA %s", "%s  剩余 %s"), wall_clock_note(snap.backend, zh).c_str(),
+                eta.c_str());
   ImGui::SameLine();
   if (ImGui::CalcTextSize(buf).x > ImGui::GetContentRegionAvail().x)
-    std::snprintf(buf, sizeof buf, tr(zh, "ETA %s", "剩余 %s"), t.total_steps ? format_duration(t.eta_s).c_str() : "--:--");
+    std::snprintf(buf, sizeof buf, tr(zh, "ETA %s", "剩余 %s"), eta.c_str());
   if (ImGui::CalcTextSize(buf).x > ImGui::GetContentRegionAvail().x) ImGui::NewLine();
   ImGui::TextDisabled("%s", buf);
   if (snap.run.state == RunStatus::State::failed || snap.run.state == RunStatus::State::finished) {
