@@ -195,13 +195,18 @@ void run_lesson(const lesson::Lesson& l, Lang lang, std::optional<int> only_step
   for (size_t i = 0; i < l.steps.size(); ++i) {
     if (only_step && static_cast<int>(i) + 1 != *only_step) continue;
     const lesson::Step& step = l.steps[i];
+    // A step's title often states what happens ("GPU 2 is called cuda:0"): before a prediction
+    // the heading is the step's number alone, and the title heads the text after the run.
+    auto heading = [](std::string words, int level) {
+      lesson::Block h;
+      h.kind = lesson::Block::Kind::heading;
+      h.level = level;
+      h.spans.push_back({std::move(words), lesson::Span::plain, ""});
+      return h;
+    };
+    const std::string number = fmt(L.step, static_cast<int>(i) + 1, static_cast<int>(l.steps.size()));
     lesson::Document section;
-    lesson::Block h;
-    h.kind = lesson::Block::Kind::heading;
-    h.level = 2;
-    h.spans.push_back({fmt(L.step, static_cast<int>(i) + 1, static_cast<int>(l.steps.size())) + L.colon +
-                           step.title.in(lang), lesson::Span::plain, ""});
-    section.blocks.push_back(h);
+    section.blocks.push_back(heading(step.prediction ? number : number + L.colon + step.title.in(lang), 2));
     std::printf("\n%s", lesson::render_terminal(section, width, color).c_str());
     // The prediction comes first: the step's text explains what happened, answer included.
     std::optional<std::string> answer;
@@ -212,7 +217,8 @@ void run_lesson(const lesson::Lesson& l, Lang lang, std::optional<int> only_step
     std::fflush(stdout);
     const lesson::StepOutcome& out = run.run_step(i);
     lesson::Document text;
-    text.blocks = step.text(lang).blocks;
+    if (step.prediction) text.blocks.push_back(heading(step.title.in(lang), 3));
+    text.blocks.insert(text.blocks.end(), step.text(lang).blocks.begin(), step.text(lang).blocks.end());
     std::printf("\n%s", lesson::render_terminal(text, width, color).c_str());
     if (step.prediction) {
       std::string verdict;

@@ -169,6 +169,17 @@ void draw_list(AppState& app, const LessonView& v, Lang lang) {
   for (const std::string& e : v.load_errors) colored_wrapped(colors::kError, e);
 }
 
+// Step i's title, or where it has a prediction not yet answered by a run (`revealed` false),
+// its number alone: a title often states what happens ("GPU 2 is called cuda:0").
+std::string title_or_number(const lesson::Lesson& l, size_t i, bool revealed, bool zh) {
+  const lesson::Step& step = l.steps[i];
+  if (!step.prediction || revealed) return step.title.in(zh ? Lang::zh : Lang::en);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, zh ? "第 %zu 步（共 %zu 步）：先预测" : "Step %zu of %zu: a prediction first", i + 1,
+                l.steps.size());
+  return buf;
+}
+
 }  // namespace
 
 void LessonPanel::draw_frame(AppState& app, const Snapshot& snap) {
@@ -203,7 +214,10 @@ void LessonPanel::draw_frame(AppState& app, const Snapshot& snap) {
     std::snprintf(label, sizeof label, "%zu", i + 1);
     if (ImGui::Button(label) && !current) app.lesson.step_request = static_cast<int>(i);
     ImGui::PopStyleColor();
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", l->steps[i].title.in(lang).c_str());
+    // A step's title often states what happens: before its prediction is answered by a run,
+    // the step shows its number only (here and as its heading below).
+    if (ImGui::IsItemHovered())
+      ImGui::SetTooltip("%s", title_or_number(*l, i, o != nullptr, zh).c_str());
   }
   const lesson::Step* step = v.current_step();
   if (!step) return;
@@ -212,16 +226,17 @@ void LessonPanel::draw_frame(AppState& app, const Snapshot& snap) {
   const float bottom = ImGui::GetFrameHeightWithSpacing() * 2.0f + ImGui::GetTextLineHeightWithSpacing() * 7.0f;
   ImGui::BeginChild("lesson-text", ImVec2(0, -bottom), false);
   if (v.step == 0) draw_document(l->intro(lang));
-  colored_wrapped(colors::kText, step->title.in(lang));
+  const lesson::StepOutcome* outcome = v.outcome(static_cast<size_t>(v.step));
+  // Predict first: a step with a question keeps its text (which explains the answer) until it
+  // has run, unless the learner asks for it.
+  const bool hide_text = step->prediction && !outcome && shown_text_step != v.step;
+  colored_wrapped(colors::kText, title_or_number(*l, static_cast<size_t>(v.step), !hide_text, zh));
   // The panel by its title ("Step flow"), not the lesson file's key ("step_flow").
   const std::optional<PanelId> panel = parse_panel(step->panel);
   colored_wrapped(colors::kTextDim, lesson::scenario_summary(*step, lang) + "   [" +
                                         (panel ? panel_display_name(*panel, zh) : step->panel) + "]");
   ImGui::Separator();
-  const lesson::StepOutcome* outcome = v.outcome(static_cast<size_t>(v.step));
-  // Predict first: a step with a question keeps its text (which explains the answer) until it
-  // has run, unless the learner asks for it.
-  const bool hide_text = step->prediction && !outcome && shown_text_step != v.step;
+
   if (hide_text) {
     colored_wrapped(colors::kWarning, zh ? "先回答下面的预测问题，再点“运行并检查”：讲解会在运行之后出现。"
                                          : "Answer the prediction below, then press Run and check: the "
