@@ -158,12 +158,21 @@ void ControlsPanel::draw_frame(AppState& app, const Snapshot& snap) {
                                      "空：所有可见设备。模型在 device_ids[0] 上。"));
       },
       labels[kOutputDevice], [&](const char* id) {
-        int out = c.output_device;
-        if (ImGui::InputInt(id, &out, 1, 1)) c.output_device = std::max(-1, out);
+        // Empty for PyTorch's default (None: device_ids[0]), not -1, which PyTorch's gather
+        // reads as the CPU.
+        std::string out = c.output_device >= 0 ? std::to_string(c.output_device) : std::string();
+        if (ImGui::InputTextWithHint(id, "device_ids[0]", &out, ImGuiInputTextFlags_CharsDecimal)) {
+          if (out.empty())
+            c.output_device = -1;
+          else if (out.size() <= 4 && out.find_first_not_of("0123456789") == std::string::npos)
+            c.output_device = std::stoi(out);
+        }
         committed();
         if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
-          ImGui::SetTooltip("%s", tr(zh, "where gather puts the outputs and the loss is computed; -1: device_ids[0]",
-                                     "gather 把输出放到哪里、在哪里算 loss；-1：device_ids[0]"));
+          ImGui::SetTooltip("%s", tr(zh, "where gather puts the outputs and the loss is computed, a cuda ordinal;\n"
+                                         "empty: device_ids[0] (PyTorch's output_device=None)",
+                                     "gather 把输出放到哪里、在哪里算 loss，填 cuda 序号；\n"
+                                     "空：device_ids[0]（PyTorch 的 output_device=None）"));
       });
   ImGui::EndDisabled();
 

@@ -12,9 +12,10 @@
 
 namespace furnace::viz {
 
-std::string megabytes(uint64_t bytes) {
+std::string mebibytes(uint64_t bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f MB", static_cast<double>(bytes) / 1e6);
+  // MiB, as `furnace train` prints the buckets and the Memory panel its bars.
+  std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / 1048576.0);
   return buf;
 }
 
@@ -72,7 +73,7 @@ float draw_ddp_bucket_legend(ImDrawList* dl, ImVec2 at, float width, const DdpSt
     std::string params;
     for (const std::string& p : k.params) params += (params.empty() ? "" : " ") + p;
     std::snprintf(buf, sizeof buf, tr(zh, "bucket %zu: %s  %s  all-reduce %s", "桶 %zu：%s  %s  all-reduce %s"), b + 1,
-                  megabytes(k.bytes).c_str(), params.c_str(), human_seconds(k.dur).c_str());
+                  mebibytes(k.bytes).c_str(), params.c_str(), human_seconds(k.dur).c_str());
     const bool on = static_cast<int>(b) == current;
     if (on) dl->AddRectFilled(ImVec2(at.x - 2, y), ImVec2(at.x + width, y + line), with_alpha(stage_color(StageKind::all_reduce), 0.25f), 2);
     text_in_box(dl, ImVec2(at.x, y), width, on ? colors::kText : colors::kTextDim, buf);
@@ -83,7 +84,7 @@ float draw_ddp_bucket_legend(ImDrawList* dl, ImVec2 at, float width, const DdpSt
 
 std::string ddp_summary(const DdpStepFigures& f, double step_s, bool zh) {
   std::string sizes;
-  for (const DdpBucketFigures& b : f.buckets) sizes += (sizes.empty() ? "" : ", ") + megabytes(b.bytes);
+  for (const DdpBucketFigures& b : f.buckets) sizes += (sizes.empty() ? "" : ", ") + mebibytes(b.bytes);
   char buf[384];
   std::snprintf(buf, sizeof buf,
                 tr(zh, "one step = %s of modelled device time; %d ranks, %zu bucket%s (%s), each rank sends %s over the ring; "
@@ -91,7 +92,7 @@ std::string ddp_summary(const DdpStepFigures& f, double step_s, bool zh) {
                    "一步 = 建模设备时间 %s；%d 个进程，%zu 个桶%s（%s），每个进程在环上发送 %s；"
                    "每个进程 all-reduce %s，其中 %.0f%% 藏在 backward 后面（露出 %s）"),
                 human_seconds(step_s).c_str(), f.world, f.buckets.size(), zh ? "" : (f.buckets.size() == 1 ? "" : "s"), sizes.c_str(),
-                megabytes(f.sent_bytes).c_str(), human_seconds(f.comm_s).c_str(), 100.0 * f.hidden_share,
+                mebibytes(f.sent_bytes).c_str(), human_seconds(f.comm_s).c_str(), 100.0 * f.hidden_share,
                 human_seconds(f.exposed_s).c_str());
   return buf;
 }

@@ -35,6 +35,6 @@ float draw_ddp_bucket_legend(ImDrawList* dl, ImVec2 at, float width, const DdpSt
 // rank sends, the all-reduce time per rank and the share backward hid.
 std::string ddp_summary(const DdpStepFigures& f, double step_s, bool zh);
 // "1.07 MB": DDP's bucket sizes in decimal megabytes, as its bucket_cap_mb is quoted.
-std::string megabytes(uint64_t bytes);
+std::string mebibytes(uint64_t bytes);
 
 }  // namespace furnace::viz
