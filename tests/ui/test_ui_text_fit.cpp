@@ -127,7 +127,8 @@ TEST_P(TextFit, LessonSteps) {
       Scenario sc = app_.controls.scenario;
       sc.topology = "workstation-4x3090";  // the longest machine name, as the lessons' runs
       sc.parallel = mode;
-      b.snapshot().run.scenario = describe_scenario(sc);
+      b.snapshot().run.scenario = describe_scenario(sc, false);
+      b.snapshot().run.scenario_zh = describe_scenario(sc, true);
       EXPECT_EQ(overflows(b.snapshot(), 4, must_fit), "") << when << ", parallel " << mode;
     }
   };

@@ -249,7 +249,7 @@ void ControlsPanel::draw_frame(AppState& app, const Snapshot& snap) {
   if (restart) app.restart_requested = true;
 
   if (!c.error.empty()) wrapped_label(colors::kError, c.error);
-  wrapped_label(colors::kTextDim, snap.run.scenario);
+  wrapped_label(colors::kTextDim, zh && !snap.run.scenario_zh.empty() ? snap.run.scenario_zh : snap.run.scenario);
 }
 
 }  // namespace furnace::viz

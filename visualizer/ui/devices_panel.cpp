@@ -139,7 +139,7 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
   const char* orders[] = {"FASTEST_FIRST", "PCI_BUS_ID"};
   const ImGuiStyle& style = ImGui::GetStyle();
   const float order_w = ImGui::CalcTextSize(orders[0]).x + ImGui::GetFrameHeight() + 12;
-  const float try_w = ImGui::CalcTextSize(tr(zh, "try", "示例"), nullptr).x + 2 * style.FramePadding.x;
+  const float try_w = ImGui::CalcTextSize(tr(zh, "try", "试"), nullptr).x + 2 * style.FramePadding.x;
   const float tail_w = order_w + try_w + 2 * style.ItemSpacing.x;  // the order and "try" after the field
   // All on one line when the field keeps 80 px; else the order and "try" go on the next line.
   const bool one_line = ImGui::GetContentRegionAvail().x - tail_w >= 80;
@@ -160,7 +160,7 @@ void DevicesPanel::draw_frame(AppState& app, const Snapshot& snap) {
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tr(zh, "CUDA_DEVICE_ORDER: how CUDA numbers the GPUs before the mask applies",
                                                           "CUDA_DEVICE_ORDER：应用掩码之前 CUDA 怎样给 GPU 编号"));
   ImGui::SameLine();
-  if (ImGui::SmallButton(tr(zh, "try###try", "示例###try"))) ImGui::OpenPopup("examples");
+  if (ImGui::SmallButton(tr(zh, "try###try", "试###try"))) ImGui::OpenPopup("examples");
   const float try_right = ImGui::GetItemRectMax().x;
   if (ImGui::BeginPopup("examples")) {
     std::string uuid = n > 1 ? topo.gpus[1].uuid.substr(0, 8) : "GPU-";

@@ -17,19 +17,28 @@
 
 namespace furnace::viz {
 
-std::string describe_scenario(const Scenario& sc) {
+std::string describe_scenario(const Scenario& sc, bool zh) {
   std::ostringstream os;
   os << "MLP 784";
   for (int h : sc.hidden) os << '-' << h;
-  os << "-10, batch " << sc.batch << ", lr " << sc.lr << ", " << sc.epochs << " epoch"
-     << (sc.epochs == 1 ? "" : "s") << " on " << sc.topology << " (" << sc.backend << ")";
-  if (sc.parallel_mode() == ParallelMode::ddp)  // torchrun: one process per GPU, rank r on cuda:r
-    os << ", DistributedDataParallel, "
-       << (sc.nproc > 0 ? std::to_string(sc.nproc) + (sc.nproc == 1 ? " rank" : " ranks") : "one rank per visible GPU");
-  else if (sc.parallel_mode() == ParallelMode::dp)
-    os << ", DataParallel, model on cuda:" << sc.device;
+  const char* sep = zh ? "，" : ", ";
+  if (zh)
+    os << "-10，batch " << sc.batch << "，lr " << sc.lr << "，" << sc.epochs << " 轮，" << sc.topology << "（" << sc.backend
+       << "）";
   else
-    os << ", cuda:" << sc.device;
+    os << "-10, batch " << sc.batch << ", lr " << sc.lr << ", " << sc.epochs << " epoch" << (sc.epochs == 1 ? "" : "s")
+       << " on " << sc.topology << " (" << sc.backend << ")";
+  if (sc.parallel_mode() == ParallelMode::ddp) {  // torchrun: one process per GPU, rank r on cuda:r
+    os << sep << "DistributedDataParallel" << sep;
+    if (sc.nproc > 0)
+      os << sc.nproc << (zh ? " 个进程" : sc.nproc == 1 ? " rank" : " ranks");
+    else
+      os << (zh ? "每块可见 GPU 一个进程" : "one rank per visible GPU");
+  } else if (sc.parallel_mode() == ParallelMode::dp) {
+    os << sep << "DataParallel" << sep << (zh ? "模型在 cuda:" : "model on cuda:") << sc.device << (zh ? " 上" : "");
+  } else {
+    os << sep << "cuda:" << sc.device;
+  }
   return os.str();
 }
 
@@ -98,7 +107,8 @@ void Runner::run_one(const RunRequest& request, int generation) {
   const Scenario& sc = request.scenario;
   RunStatus status;
   status.generation = generation;
-  status.scenario = describe_scenario(sc);
+  status.scenario = describe_scenario(sc, false);
+  status.scenario_zh = describe_scenario(sc, true);
   status.accumulation = sc.accum;
   status.visible_devices = request.visible_devices.value_or("");
   status.amp = sc.amp;

@@ -25,8 +25,8 @@ struct RunRequest {
   std::string lesson_step;  // the step's id; empty: an ordinary run that finishes
 };
 
-// "MLP 784-512-512-10, batch 256, lr 0.1, 5 epochs on dgx-h100 (sim), cuda:0"
-std::string describe_scenario(const Scenario& sc);
+// "MLP 784-512-512-10, batch 256, lr 0.1, 5 epochs on dgx-h100 (sim), cuda:0", or in Chinese.
+std::string describe_scenario(const Scenario& sc, bool zh);
 
 class Runner {
  public:

@@ -159,6 +159,7 @@ struct RunStatus {
   State state = State::idle;
   std::string message;           // the error, or a one-line summary
   std::string scenario;          // "MLP 784-512-512-10, batch 256, ... on dgx-h100 (sim)"
+  std::string scenario_zh;       // the same in Chinese
   bool cuda_initialised = false; // the process has used a device: CUDA_VISIBLE_DEVICES is frozen
   std::string visible_devices;   // the CUDA_VISIBLE_DEVICES value the run started with
   int accumulation = 1;          // micro-batches per optimizer step (Scenario::accum)
