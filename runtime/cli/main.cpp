@@ -1,5 +1,6 @@
 // furnace: the command-line tool. `furnace train`, `furnace memory`, ...
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -100,6 +101,10 @@ int run(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
+  // Past a file-size limit (ulimit -f) a write fails with EFBIG, which the writers report in one
+  // line and clean up after ("cannot write trace file ...: File too large"), if SIGXFSZ does not
+  // kill the process first, leaving a temporary file and no message.
+  std::signal(SIGXFSZ, SIG_IGN);
   const int status = run(argc, argv);
   // Under ulimit -v an OpenBLAS worker thread whose buffer could not be mapped retries for ever,
   // and exit() joins every worker (OpenBLAS's destructor): the process would hang after its error

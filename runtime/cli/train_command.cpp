@@ -18,7 +18,8 @@
 #include "furnace/backend.h"  // defines: nccl_built
 #include "furnace/checkpoint.h"  // defines: read_checkpoint, resume_scenario
 #include "furnace/error.h"
-#include "furnace/file_kind.h"  // defines: why_not_writable
+#include "furnace/data.h"       // defines: mnist_files, default_fashion_mnist_dir
+#include "furnace/file_kind.h"  // defines: why_not_writable, same_file
 #include "furnace/launch_env.h"  // defines: worker_env_from_environment, worker_variable_names
 #include "furnace/op_table.h"  // defines: cpu_gemm_kernel
 #include "furnace/process.h"  // defines: describe_cuda_environment
@@ -513,6 +514,25 @@ void run(const TrainOptions& o) {
   if (!ck.path.empty()) {
     const std::string why = why_not_writable(ck.path);
     FURNACE_CHECK(why.empty()) << "cannot save checkpoint " << printable(ck.path) << ": " << printable(why);
+  }
+  // Nor may what the run writes replace what it reads, or each other: a trace written over the
+  // checkpoint it resumed from, or a checkpoint over a dataset file, loses them without a word.
+  // (Saving back to the --resume checkpoint is how a resumed run goes on: allowed.)
+  if (!o.trace_path.empty() && !ck.path.empty())
+    FURNACE_CHECK(!same_file(o.trace_path, ck.path))
+        << "--trace and " << (o.checkpoint.empty() ? "--resume" : "--checkpoint") << " name the same file "
+        << printable(o.trace_path) << ": the trace would replace the checkpoint";
+  if (!o.trace_path.empty() && !o.resume.empty())
+    FURNACE_CHECK(!same_file(o.trace_path, o.resume))
+        << "--trace names the --resume checkpoint " << printable(o.resume) << ": the trace would replace it";
+  const std::string data_dir = sc.data_dir.empty() ? default_fashion_mnist_dir() : sc.data_dir;
+  for (const std::string& data_file : mnist_files(data_dir)) {
+    if (!o.trace_path.empty())
+      FURNACE_CHECK(!same_file(o.trace_path, data_file))
+          << "--trace " << printable(o.trace_path) << " is a dataset file of --data: the trace would replace it";
+    if (!ck.path.empty())
+      FURNACE_CHECK(!same_file(ck.path, data_file))
+          << "--checkpoint " << printable(ck.path) << " is a dataset file of --data: the checkpoint would replace it";
   }
   std::string widths;
   for (int w : sc.hidden) widths += (widths.empty() ? "" : "-") + std::to_string(w);

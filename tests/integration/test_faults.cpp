@@ -57,6 +57,11 @@ class Faults : public CliHarness {
 #define SKIP_UNDER_ASAN() (void)0
 #endif
 
+std::string bytes_of(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 TEST_F(Faults, TheUlimitVAttackEndsWithOneLineNotAHang) {
   SKIP_UNDER_ASAN();
   // The attack as filed (four simulated 3090s, two 4096-wide layers, a 2 GB address space), with
@@ -147,6 +152,30 @@ TEST_F(Faults, ASecondRunOnTheSameCheckpointGetsOneLineNamingTheFirst) {
   EXPECT_EQ(furnace(small() + " --steps 2 --checkpoint " + ck).status, 0);
   EXPECT_EQ(read_checkpoint(ck).step, 2);
   EXPECT_FALSE(temporaries_left()) << "the killed save's temporary file is removed once the lock is held";
+}
+
+TEST_F(Faults, WhatARunWritesMayNotReplaceWhatItReads) {
+  const std::string ck = path("run.ckpt");
+  ASSERT_EQ(furnace(small() + " --steps 2 --checkpoint " + ck).status, 0);
+  const std::string saved = bytes_of(ck);
+  // The trace over the checkpoint it resumes from, or over the one it saves, or over a dataset file.
+  expect_one_line_error("train --quiet --resume " + ck + " --trace " + ck + " --stop-at-step 3",
+                        "--trace and --resume name the same file " + ck + ": the trace would replace the checkpoint");
+  expect_one_line_error("train --quiet --resume " + ck + " --checkpoint " + path("other.ckpt") + " --trace " + ck,
+                        "--trace names the --resume checkpoint " + ck + ": the trace would replace it");
+  expect_one_line_error(small() + " --steps 2 --checkpoint " + path("x.ckpt") + " --trace " + (dir_ / "." / "x.ckpt").string(),
+                        "--trace and --checkpoint name the same file");
+  const std::string data = broken_copy("README", "");  // an intact copy of the slice, and a stray file
+  const std::string labels = data + "/train-labels-idx1-ubyte.gz";
+  const std::string labels_bytes = bytes_of(labels);
+  expect_one_line_error("train --quiet --data " + data + " --steps 2 --trace " + labels,
+                        "--trace " + labels + " is a dataset file of --data: the trace would replace it");
+  expect_one_line_error("train --quiet --data " + data + " --steps 2 --checkpoint " + data + "/../" +
+                            fs::path(data).filename().string() + "/t10k-images-idx3-ubyte.gz",
+                        "is a dataset file of --data: the checkpoint would replace it");
+  EXPECT_EQ(bytes_of(ck), saved) << "the checkpoint is untouched";
+  EXPECT_EQ(bytes_of(labels), labels_bytes) << "the dataset is untouched";
+  EXPECT_FALSE(fs::exists(path("x.ckpt")));
 }
 
 TEST_F(Faults, ResumingThroughASymlinkReplacesTheTargetAndKeepsTheLink) {
@@ -269,11 +298,20 @@ TEST_F(Faults, ASecondCtrlCStopsAtOnce) {
 
 TEST_F(Faults, AFullDiskUnderATraceGivesTheReasonAndLeavesNoTemporaryFile) {
   // ulimit -f 16 (dash counts 512-byte blocks): writes past 8 KiB fail (EFBIG) as on a full disk;
-  // SIGXFSZ is ignored so the write returns the error instead of killing the process.
-  const CliRun r = shell("trap '' XFSZ; ulimit -f 16; exec $FURNACE train --quiet --data " + slice() +
+  // furnace ignores SIGXFSZ (main.cpp), so the write returns the error instead of killing it.
+  const CliRun r = shell("ulimit -f 16; exec $FURNACE train --quiet --data " + slice() +
                          " --hidden 32 --steps 20 --trace " + path("t.json"));
   expect_one_line_failure(r, "--trace on a full disk", "cannot write trace file '" + path("t.json") + "': write: File too large");
   EXPECT_FALSE(fs::exists(path("t.json")));
+  EXPECT_FALSE(temporaries_left());
+  // A checkpoint save that no longer fits: the one saved before stays as it was.
+  const std::string ck = path("run.ckpt");
+  ASSERT_EQ(furnace(base() + " --steps 2 --checkpoint " + ck).status, 0);
+  const std::string saved = bytes_of(ck);
+  const CliRun big = shell("ulimit -f " + std::to_string(fs::file_size(ck) / 512 / 2) + "; exec $FURNACE train --quiet --resume " +
+                           ck + " --stop-at-step 3");
+  expect_one_line_failure(big, "a checkpoint on a full disk", "cannot save checkpoint " + ck + ": write: File too large");
+  EXPECT_EQ(bytes_of(ck), saved);
   EXPECT_FALSE(temporaries_left());
 }
 

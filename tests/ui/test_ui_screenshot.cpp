@@ -153,10 +153,10 @@ std::string under_xvfb(const fs::path& dir, const std::string& script) {
 }
 
 TEST_F(Screenshot, AFullDiskGivesOneLineAndNoPartialPng) {
-  // ulimit -f 2: writes past 1 KiB fail (EFBIG) as on a full disk; SIGXFSZ ignored, so the write
+  // ulimit -f 2: writes past 1 KiB fail (EFBIG) as on a full disk; furnace-viz ignores SIGXFSZ, so the write
   // returns the error instead of killing the process.
   const std::string png = (dir_ / "full.png").string();
-  const std::string out = under_xvfb(dir_, "trap '' XFSZ; ulimit -f 2; $VIZ --paused --panel devices --size 900x480 "
+  const std::string out = under_xvfb(dir_, "ulimit -f 2; $VIZ --paused --panel devices --size 900x480 "
                                            "--frames 3 --screenshot " + png + "; echo \"rc=$?\"");
   EXPECT_EQ(out, "furnace-viz: cannot write screenshot '" + png + "': write: File too large\nrc=1\n");
   EXPECT_FALSE(fs::exists(png)) << "no partial PNG";

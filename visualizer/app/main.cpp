@@ -9,6 +9,7 @@
 #include <cfloat>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -431,6 +432,7 @@ void check_options(const Options& o) {
 
 int main(int argc, char** argv) {
   furnace::install_stop_signals();  // Ctrl-C, SIGTERM, SIGHUP: the window closes as its button does
+  std::signal(SIGXFSZ, SIG_IGN);  // past ulimit -f a write fails (EFBIG) and is reported, not fatal
   Options o;
   furnace::Scenario& s = o.scenario;
   CLI::App cli{"furnace-viz: watch a Scenario train live on the (simulated) runtime"};

@@ -151,6 +151,18 @@ IdxArray read_idx(const std::string& path, int expected_rank) {
   return out;
 }
 
+std::vector<std::string> mnist_files(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const char* prefix : {"train", "t10k"})
+    for (const char* kind : {"-images-idx3-ubyte", "-labels-idx1-ubyte"})
+      for (const char* gz : {"", ".gz"}) {
+        const fs::path p = fs::path(dir) / (std::string(prefix) + kind + gz);
+        if (fs::is_regular_file(p, ec)) out.push_back(p.string());
+      }
+  return out;
+}
+
 ImageDataset load_mnist_split(const std::string& dir, const std::string& prefix) {
   FURNACE_CHECK(prefix == "train" || prefix == "t10k")
       << dir << ": unknown split prefix '" << prefix << "' (use \"train\" or \"t10k\")";

@@ -48,4 +48,18 @@ inline std::string why_not_writable(const std::filesystem::path& path) {
   return "";
 }
 
+// Whether `a` and `b` name the same file: the same file on disk where both exist, else the same
+// path once made absolute and normalised (one of them a file a writer is about to create).
+inline bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec) && !ec;
+  // Absolute first: weakly_canonical leaves a relative path whose first part does not exist as it
+  // is ("x.ckpt" against "./x.ckpt").
+  const fs::path ca = fs::weakly_canonical(fs::absolute(a, ec), ec);
+  if (ec) return false;
+  const fs::path cb = fs::weakly_canonical(fs::absolute(b, ec), ec);
+  return !ec && ca == cb;
+}
+
 }  // namespace furnace

@@ -60,6 +60,10 @@ struct ImageDataset {
 // directory or file and what is wrong or missing.
 ImageDataset load_mnist_split(const std::string& dir, const std::string& prefix);
 
+// The IDX files of both splits that exist in `dir` (raw and .gz names): the files a run reads,
+// which nothing it writes may replace.
+std::vector<std::string> mnist_files(const std::string& dir);
+
 // Where Debian's dataset-fashion-mnist package installs the full dataset:
 // "/usr/share/datasets/fashion-mnist".
 std::string default_fashion_mnist_dir();

@@ -48,6 +48,7 @@ SpawnResult spawn_worker(const std::vector<std::string>& argv, const std::vector
   if (pid == 0) {
     ::close(report[0]);
     signals.restore_in_child();
+    ::signal(SIGXFSZ, SIG_DFL);  // furnace ignores it (its writers report EFBIG); a worker starts as usual
     ::sigprocmask(SIG_SETMASK, &before, nullptr);
     ::setsid();
 #ifdef __linux__
