@@ -26,6 +26,10 @@ void run_scaler(const ScalerOptions& o) {
   // PyTorch takes any init_scale; with 0, a negative or a non-finite one no step is ever taken.
   FURNACE_CHECK(o.scaler.init_scale > 0 && std::isfinite(o.scaler.init_scale))
       << "--init-scale must be a positive finite number (got " << o.scaler.init_scale << ")";
+  const float as_float = static_cast<float>(o.scaler.init_scale);  // the scale is a float32 tensor
+  FURNACE_CHECK(as_float > 0 && std::isfinite(as_float))
+      << "--init-scale " << o.scaler.init_scale << " is not a positive finite float32 (GradScaler keeps the scale "
+      << "in one; the largest is 3.4e38)";
   const std::vector<ScalerStep> steps = replay_scaler(o.steps, o.overflow_at, o.scaler);
   if (o.json) {
     nlohmann::json out = nlohmann::json::array();
@@ -48,10 +52,17 @@ void run_scaler(const ScalerOptions& o) {
                 what, static_cast<long long>(s.growth_tracker), s.next_scale,
                 s.next_scale < s.scale ? "  (backoff)" : s.next_scale > s.scale ? "  (growth)" : "");
   }
-  std::printf("\n%lld of %lld steps skipped. An overflow halves the scale and restarts the count; "
-              "%lld clean steps in a row double it.\n",
-              static_cast<long long>(skipped), static_cast<long long>(steps.size()),
-              static_cast<long long>(o.scaler.growth_interval));
+  // The rule in this run's factors ("halves" and "double" are PyTorch's defaults only).
+  if (o.scaler.backoff_factor == 0.5 && o.scaler.growth_factor == 2.0)
+    std::printf("\n%lld of %lld steps skipped. An overflow halves the scale and restarts the count; "
+                "%lld clean steps in a row double it.\n",
+                static_cast<long long>(skipped), static_cast<long long>(steps.size()),
+                static_cast<long long>(o.scaler.growth_interval));
+  else
+    std::printf("\n%lld of %lld steps skipped. An overflow multiplies the scale by %g (backoff_factor) and "
+                "restarts the count; %lld clean steps in a row multiply it by %g (growth_factor).\n",
+                static_cast<long long>(skipped), static_cast<long long>(steps.size()), o.scaler.backoff_factor,
+                static_cast<long long>(o.scaler.growth_interval), o.scaler.growth_factor);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <strings.h>  // defines: strcasecmp
 
 #include <nlohmann/json.hpp>
 
@@ -29,6 +30,13 @@
 
 namespace furnace::cli {
 namespace {
+
+// A loss scale as GradScaler holds it (a float32): 65536, 0.75, 1.09951e+12 in full digits.
+std::string scale_text(double scale) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", scale);
+  return buf;
+}
 
 // What a launched DDP rank's gradients go through, before the run resolves --backend auto (which
 // would touch CUDA before the run exports --visible): NCCL on GPUs, Gloo on the simulator.
@@ -261,10 +269,16 @@ void print_summary(const TrainResult& r, const Scenario& sc, std::optional<doubl
     std::printf("  throughput      %.0f samples/s (wall clock, on the GPU)\n", r.samples_per_s);
   } else {
     // The kernel decides much of the speed: an AVX-512 CPU told "Haswell" runs the GEMMs at about half.
+    // OPENBLAS_CORETYPE chose it only where OpenBLAS knew the name; otherwise it picked its own.
     const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+    const std::string kernel = cpu_gemm_kernel();
+    std::string why;
+    if (coretype && *coretype)
+      why = strcasecmp(coretype, kernel.c_str()) == 0
+                ? ", from OPENBLAS_CORETYPE"
+                : ", its own pick: OpenBLAS did not take OPENBLAS_CORETYPE=" + printable_clipped(coretype, 40);
     std::printf("  throughput      %.0f samples/s (wall clock, this CPU, OpenBLAS's %s kernel%s%s)\n", r.samples_per_s,
-                cpu_gemm_kernel().c_str(), coretype && *coretype ? ", from OPENBLAS_CORETYPE" : "",
-                cpu_gemm_kernel_narrower_than_cpu() ? ", though this CPU has AVX-512" : "");
+                kernel.c_str(), why.c_str(), cpu_gemm_kernel_narrower_than_cpu() ? ", though this CPU has AVX-512" : "");
     std::printf("  modelled time   %.3f s on the simulated GPU (%.3f ms per optimizer step)\n",
                 r.modelled_s, 1e3 * r.modelled_step_s);
     const double gpu = modelled_samples_per_s(r, sc);
@@ -283,7 +297,7 @@ void print_summary(const TrainResult& r, const Scenario& sc, std::optional<doubl
   }
   if (r.amp != "off")
     std::printf("  mixed precision %s autocast%s\n", r.amp.c_str(),
-                r.amp == "fp16" ? (", GradScaler: final scale " + std::to_string(static_cast<long long>(r.final_loss_scale)) +
+                r.amp == "fp16" ? (", GradScaler: final scale " + scale_text(r.final_loss_scale) +
                                    ", " + std::to_string(r.skipped_steps) + " step(s) skipped (inf/NaN gradients)").c_str()
                                 : " (no GradScaler: bf16 has fp32's exponent range)");
   if (r.accum > 1)

@@ -62,6 +62,11 @@ TEST_F(Cli, TrainSaysWhichOpenBlasKernelRanItsGemms) {
   const std::string said = std::string("(wall clock, this CPU, OpenBLAS's Haswell kernel, from OPENBLAS_CORETYPE") +
                            (avx512 ? ", though this CPU has AVX-512)" : ")");
   EXPECT_NE(r.out.find(said), std::string::npos) << r.out;
+  // A name OpenBLAS does not know: it picks its own kernel, and the line does not blame the variable.
+  r = furnace(args, "OPENBLAS_CORETYPE=NoSuchCore");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("(wall clock, this CPU, OpenBLAS's " + name + " kernel, its own pick: OpenBLAS did not take "
+                       "OPENBLAS_CORETYPE=NoSuchCore"), std::string::npos) << r.out;
 }
 
 TEST_F(Cli, TraceHasAProcessPerDeviceAndNestedTracks) {

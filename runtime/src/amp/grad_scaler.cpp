@@ -133,6 +133,10 @@ void GradScaler::load_state_dict(const std::map<std::string, double>& state) {
 std::vector<ScalerStep> replay_scaler(int64_t steps, const std::vector<int64_t>& overflow_at,
                                       const GradScalerOptions& options) {
   FURNACE_CHECK(steps >= 1) << "--steps must be at least 1 (got " << steps << ")";
+  // Each step is a real scaler step on the simulator and a line of output: 10^8 of them took
+  // minutes and gigabytes. A million shows every doubling a float32 scale can make many times over.
+  constexpr int64_t kMaxSteps = 1000000;
+  FURNACE_CHECK(steps <= kMaxSteps) << "--steps " << steps << ": at most " << kMaxSteps << " steps are replayed";
   for (int64_t s : overflow_at)
     FURNACE_CHECK(s >= 1 && s <= steps) << "--overflow-at: step " << s << " is outside 1.." << steps;
   const std::unordered_set<int64_t> overflow(overflow_at.begin(), overflow_at.end());
