@@ -151,6 +151,8 @@ void run(CompareOptions& o) {
   sc.hidden = parse_int_list(o.hidden, "--hidden", "layer widths (e.g. 512,512)");
   sc.env = cuda_environment(o.visible, o.order);
   FURNACE_CHECK(!o.modes.empty()) << "furnace compare: name the modes to compare (none, dp, ddp)";
+  // -1 would mean "every step" to the scenario: compare runs the number it is given.
+  FURNACE_CHECK(sc.max_steps >= 1) << "--steps must be at least 1 (got " << sc.max_steps << ")";
   for (const std::string& m : o.modes)
     FURNACE_CHECK(parse_parallel_mode(m)) << "furnace compare: '" << m << "' is not a mode (none, dp or ddp)";
   // DataParallel and DDP over one GPU compare nothing (no bytes cross, no GPU 0 to be busier):

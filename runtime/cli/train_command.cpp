@@ -478,6 +478,11 @@ void run(const TrainOptions& o) {
   ck.stop_at_step = o.stop_at_step;
   ck.strict_keys = o.strict_keys;
   FURNACE_CHECK(!o.given("--save-every") || o.save_every >= 1) << "--save-every must be at least 1 (got " << o.save_every << ")";
+  // -1 is how the scenario says "not given" (every step; prefetch_factor None): typed, it is as
+  // wrong as -3.
+  FURNACE_CHECK(!o.given("--steps") || sc.max_steps >= 1) << "--steps must be at least 1 (got " << sc.max_steps << ")";
+  FURNACE_CHECK(!o.given("--prefetch-factor") || sc.prefetch_factor >= 1)
+      << "--prefetch-factor must be at least 1 (got " << sc.prefetch_factor << ")";
   FURNACE_CHECK(!o.given("--stop-at-step") || o.stop_at_step >= 1) << "--stop-at-step must be at least 1 (got " << o.stop_at_step << ")";
   FURNACE_CHECK(!o.strict_keys || !o.resume.empty()) << "--strict-keys needs --resume PATH";
   // An empty path would otherwise mean "not given": the run would go on without what was asked.
