@@ -49,6 +49,7 @@ void run(LaunchOptions o) {
   group.command.front() = resolve_program(o.command.front());
   group.prefix_output = !o.no_prefix;
   group.grace_period_s = o.grace_period_s;
+  check_open_files(group);  // before any output
   // torchrun's default and its warning: N workers each with all the cores would overload the node.
   if (o.layout.nproc_per_node > 1 && !std::getenv("OMP_NUM_THREADS")) {
     group.extra_env.push_back({"OMP_NUM_THREADS", "1"});

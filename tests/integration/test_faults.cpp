@@ -315,6 +315,13 @@ TEST_F(Faults, AFullDiskUnderATraceGivesTheReasonAndLeavesNoTemporaryFile) {
   EXPECT_FALSE(temporaries_left());
 }
 
+TEST_F(Faults, MoreWorkersThanTheOpenFileLimitHoldsAreRefusedBeforeAnyStarts) {
+  const CliRun r = shell("ulimit -n 256; exec $FURNACE launch --nproc-per-node 1000 -- true");
+  expect_one_line_failure(r, "launch under ulimit -n 256",
+                          "--nproc-per-node 1000: each worker's output takes 2 open files here, and this process may "
+                          "open 256 (ulimit -n): at most 112 workers, or --no-prefix");
+}
+
 TEST_F(Faults, ALongEnvironmentVariableIsShortenedInTheMessage) {
   const std::string visible(100000, '9');
   const CliRun r = expect_one_line_error("train --data " + slice(), "CUDA_VISIBLE_DEVICES=9999", "CUDA_VISIBLE_DEVICES=" + visible);

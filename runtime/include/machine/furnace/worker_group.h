@@ -50,6 +50,10 @@ struct WorkerGroupResult {
   int exit_status() const;
 };
 
+// Throws furnace::Error (one line) when the launcher could not hold every worker's output pipes
+// under this process's open-file limit (ulimit -n); run_worker_group asks it first.
+void check_open_files(const WorkerGroupOptions& options);
+
 // Runs the group until every worker has ended. Throws furnace::Error only when the launcher itself
 // cannot work (no pipe, no fork); a worker that cannot be run is a failure in the result. While it
 // runs it owns the process's SIGINT, SIGTERM, SIGHUP, SIGCHLD and SIGPIPE handlers (one group per

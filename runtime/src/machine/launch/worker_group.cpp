@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +27,21 @@
 extern char** environ;
 
 namespace furnace {
+
+// With prefixed output the launcher holds two pipes per worker: more workers than the open-file
+// limit allows would fail part-way ("Too many open files") after minutes of starting them.
+void check_open_files(const WorkerGroupOptions& options) {
+  if (!options.prefix_output) return;
+  struct rlimit lim {};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return;
+  const long long needed = 2LL * options.layout.nproc_per_node + 32;  // and what the process has open
+  if (needed > static_cast<long long>(lim.rlim_cur))
+    throw Error("--nproc-per-node " + std::to_string(options.layout.nproc_per_node) + ": each worker's output " +
+                "takes 2 open files here, and this process may open " + std::to_string(lim.rlim_cur) +
+                " (ulimit -n): at most " + std::to_string((static_cast<long long>(lim.rlim_cur) - 32) / 2) +
+                " workers, or --no-prefix");
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -112,6 +128,7 @@ class Agent {
       workers_[l].outcome.local_rank = l;
       workers_[l].outcome.rank = options_.layout.global_rank(l);
     }
+    check_open_files(options_);
     for (Worker& w : workers_) {
       start(w);
       if (w.outcome.end == WorkerOutcome::End::CouldNotStart) {
@@ -119,6 +136,14 @@ class Agent {
         stop_all(SIGTERM);
         break;
       }
+      // Starting thousands of workers takes seconds: a Ctrl-C meanwhile stops the starting too.
+      bool stop = false;
+      for (int sig : signals_.take())
+        if (launch::StopSignalPipe::is_stop(sig)) {
+          forward(sig);
+          stop = true;
+        }
+      if (stop) break;
     }
     // After a stop, also until what the workers started is gone, or the grace period is over.
     while (std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; }) ||
