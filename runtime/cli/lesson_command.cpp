@@ -77,11 +77,26 @@ int terminal_width() {
   return 80;
 }
 
+// The lesson folders that did not load, each on its line, exit 2. A folder where nothing loads
+// is most likely not a lessons folder at all (--lessons-dir /etc): one line then, not one per
+// subfolder.
+void report_load_errors(const std::string& dir, const std::vector<lesson::Lesson>& lessons,
+                        const std::vector<std::string>& errors) {
+  if (errors.empty()) return;
+  if (lessons.empty() && errors.size() > 1) {
+    std::fprintf(stderr, "furnace: error: %s: none of its %zu folders is a lesson that loads (the first: %s)\n",
+                 printable_clipped(dir).c_str(), errors.size(), errors.front().c_str());
+    throw ExitCode{2};
+  }
+  for (const std::string& e : errors) std::fprintf(stderr, "furnace: error: %s\n", e.c_str());
+  throw ExitCode{2};
+}
+
 std::vector<lesson::Lesson> load_or_exit(const LessonOptions& o) {
   std::vector<std::string> errors;
-  std::vector<lesson::Lesson> lessons = lesson::load_lessons(lesson::lessons_dir(o.lessons_dir), &errors);
-  for (const std::string& e : errors) std::fprintf(stderr, "furnace: error: %s\n", e.c_str());
-  if (!errors.empty()) throw ExitCode{2};
+  const std::string dir = lesson::lessons_dir(o.lessons_dir);
+  std::vector<lesson::Lesson> lessons = lesson::load_lessons(dir, &errors);
+  report_load_errors(dir, lessons, errors);
   return lessons;
 }
 
@@ -307,7 +322,8 @@ void add_lesson_command(CLI::App& app) {
     const Lang lang = lesson::parse_lang(opts->lang);
     std::vector<std::string> errors;
     std::vector<lesson::Lesson> lessons;
-    in_language(lang, [&] { lessons = lesson::load_lessons(lesson::lessons_dir(opts->lessons_dir), &errors); });
+    const std::string dir = lesson::lessons_dir(opts->lessons_dir);
+    in_language(lang, [&] { lessons = lesson::load_lessons(dir, &errors); });
     // One table row per lesson (id, title, steps), aligned by display width (a Chinese title is
     // twice as wide as its character count), its summary on the line below.
     std::vector<std::vector<std::string>> rows;
@@ -320,8 +336,7 @@ void add_lesson_command(CLI::App& app) {
       std::printf("%s    %s\n", table.substr(start, end - start).c_str(), l.summary.in(lang).c_str());
       start = end;
     }
-    for (const std::string& e : errors) std::fprintf(stderr, "furnace: error: %s\n", e.c_str());
-    if (!errors.empty()) throw ExitCode{2};
+    report_load_errors(dir, lessons, errors);
   });
 
   CLI::App* run = cmd->add_subcommand("run", "read a lesson: its text, each step's run, prediction and checks");

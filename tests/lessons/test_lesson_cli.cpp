@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -172,6 +174,17 @@ TEST_F(LessonCli, ABrokenFolderDoesNotStopAnotherLesson) {
             "(`furnace lesson list` says why)\n");
   r = furnace("lesson --lessons-dir " + dir + " run 01-tiyn --lang zh");
   EXPECT_NE(r.err.find("没有叫 '01-tiyn' 的课程（现有的课程：01-tiny）；无法载入的课程不在其中"), std::string::npos) << r.err;
+}
+
+TEST_F(LessonCli, AFolderOfNoLessonsAtAllGetsOneLine) {
+  // --lessons-dir /etc, say: 76 folders, none a lesson; one line for the folder, not one for each.
+  for (const char* d : {"not-lessons/a", "not-lessons/b", "not-lessons/c"}) std::filesystem::create_directories(dir_ / d);
+  for (const char* sub : {"list", "check --all"}) {
+    const CliRun r = furnace("lesson --lessons-dir " + (dir_ / "not-lessons").string() + " " + sub);
+    EXPECT_EQ(r.status, 2) << sub;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("not-lessons: none of its 3 folders is a lesson that loads (the first: "), std::string::npos) << r.err;
+  }
 }
 
 TEST_F(LessonCli, BadArgumentsGetOneLine) {
