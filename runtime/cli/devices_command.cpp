@@ -202,7 +202,7 @@ void add_devices_command(CLI::App& app) {
       "  furnace devices --topology dgx-h100 --visible 0,2,-1,1\n"
       "  furnace devices --topology mixed-3090-3060 --order PCI_BUS_ID\n"
       "  furnace devices --visible 0,1 --later 2,3\n"
-      "  CUDA_VISIBLE_DEVICES=GPU-5 furnace devices --json");
+      "  CUDA_VISIBLE_DEVICES=GPU-38 furnace devices --json   (a UUID prefix: nvidia-smi -L lists them)");
   cmd->callback([opts] {
     if (opts->later) check_visible_devices_flag(*opts->later, "--later");
     const Environment env = cuda_environment(opts->visible, opts->order);

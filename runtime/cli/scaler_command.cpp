@@ -80,7 +80,7 @@ void add_scaler_command(CLI::App& app) {
   sub->add_option("--backoff-factor", opts->scaler.backoff_factor, "GradScaler backoff_factor")->capture_default_str();
   sub->add_option("--growth-interval", opts->scaler.growth_interval, "GradScaler growth_interval")->capture_default_str();
   sub->add_flag("--json", opts->json,
-                "print one JSON line: {\"steps\":[{\"step\",\"scale\",\"growth_tracker\",\"skipped\"}]}");
+                "print one JSON line: {\"steps\":[{\"step\",\"scale\",\"growth_tracker\",\"skipped\",\"next_scale\"}]}");
   sub->callback([opts] { run_scaler(*opts); });
 }
 

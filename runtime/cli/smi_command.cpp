@@ -131,7 +131,7 @@ void add_smi_command(CLI::App& app) {
   cmd->add_option("--scenario", opts->scenario,
                   "run this scenario first and show the machine at its end (furnace scenario list)");
   cmd->add_flag("--json", opts->json,
-                "one JSON object: {\"topology\",\"window_s\",\"gpus\":[{\"index\",\"name\",\"uuid\","
+                "one JSON object: {\"title\",\"topology\",\"window_s\",\"gpus\":[{\"index\",\"name\",\"uuid\","
                 "\"pci_bus_id\",\"memory_total_bytes\",\"memory_used_bytes\",\"utilization_percent\","
                 "\"processes\":[{\"pid\",\"name\",\"used_bytes\",\"context_bytes\",\"reserved_bytes\"}]}]}"
                 " ({\"parts\":[...]} for a scenario in several parts)");

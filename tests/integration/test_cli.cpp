@@ -140,6 +140,11 @@ TEST_F(Cli, BadInputGetsOneLineAndNonZeroExit) {
   expect_one_line_error("train --data " + broken_copy("train-images-idx3-ubyte",
                         std::string("\x00\x00\x08\x03\x00\x00\x07\xd0\x00\x00\x00\x1c\x00\x00\x00\x1c", 16) + "short"),
                         "truncated");
+  // 2,000 training images of 10x10 beside 28x28 test images: refused when loaded, not after the run.
+  expect_one_line_error("train --data " + broken_copy("train-images-idx3-ubyte",
+                        std::string("\x00\x00\x08\x03\x00\x00\x07\xd0\x00\x00\x00\x0a\x00\x00\x00\x0a", 16) +
+                            std::string(2000 * 100, '\0')),
+                        "the test images are 28x28 and the training images 10x10");
   expect_one_line_error("train --topology no-such-machine", "unknown topology 'no-such-machine'");
   {
     std::ofstream(dir_ / "bad.toml") << "name = \"x\"\n[[gpu]\nname = 1\n";

@@ -36,7 +36,9 @@ LossTrapResult run_loss_trap(Runtime& rt, std::vector<int> device_ids, int64_t b
   if (device_ids.empty())
     for (int d = 0; d < rt.device_count(); ++d) device_ids.push_back(d);
   FURNACE_CHECK(!device_ids.empty()) << "No CUDA GPUs are available";
-  for (int d : device_ids) FURNACE_CHECK(d >= 0 && d < rt.device_count()) << "Invalid device id";
+  for (int d : device_ids)  // PyTorch's words, then what this process sees (as train and scatter say)
+    FURNACE_CHECK(d >= 0 && d < rt.device_count())
+        << "Invalid device id " << d << " (device_ids; " << rt.backend().describe_devices() << ")";
   LossTrapResult r;
   auto collect = [&](const std::string& m) {
     r.warnings.push_back(m);

@@ -67,7 +67,15 @@ std::shared_ptr<const TrainingData> load_training_data(const Scenario& sc, bool 
   auto d = std::make_shared<TrainingData>();
   d->dir = sc.data_dir.empty() ? default_fashion_mnist_dir() : sc.data_dir;
   d->train = load_split(sc, d->dir, "train");
-  if (sc.evaluate) d->test = load_split(sc, d->dir, "t10k");
+  if (sc.evaluate) {
+    d->test = load_split(sc, d->dir, "t10k");
+    // The model's input width comes from the training images: test images of another size would
+    // fail only after the whole run, at the first evaluation.
+    FURNACE_CHECK(d->test.rows == d->train.rows && d->test.cols == d->train.cols)
+        << d->dir << ": the test images are " << d->test.rows << "x" << d->test.cols << " and the training images "
+        << d->train.rows << "x" << d->train.cols << " (t10k-images-idx3-ubyte against train-images-idx3-ubyte): "
+        << "the model takes one size";
+  }
   // The data's fingerprint, as read from disk: a resumed run must see the same samples.
   if (with_crc) d->crc = dataset_checksum(d->train);
   if (sc.normalize) normalize_splits(d->train, d->test);
