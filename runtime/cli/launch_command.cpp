@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,6 +64,9 @@ void run(LaunchOptions o) {
   }
   const WorkerGroupResult result = run_worker_group(group);
   for (const std::string& line : group_report(result, o.grace_period_s)) std::fprintf(stderr, "%s\n", line.c_str());
+  if (result.output_errno)  // the workers may have succeeded, but what they printed did not arrive
+    std::fprintf(stderr, "furnace launch: cannot write the workers' output to standard %s: %s\n",
+                 result.output_on_stderr ? "error" : "output", std::strerror(result.output_errno));
   if (result.exit_status() != 0) throw ExitCode{result.exit_status()};
 }
 

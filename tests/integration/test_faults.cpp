@@ -315,6 +315,13 @@ TEST_F(Faults, AFullDiskUnderATraceGivesTheReasonAndLeavesNoTemporaryFile) {
   EXPECT_FALSE(temporaries_left());
 }
 
+TEST_F(Faults, WorkersOutputThatCannotBeWrittenFailsTheLaunch) {
+  // The workers succeed, but what they print never arrives: as for every other command, exit 1.
+  const CliRun r = shell("OMP_NUM_THREADS=1 exec $FURNACE launch --nproc-per-node 2 -- echo hi > /dev/full");
+  expect_one_line_failure(r, "launch > /dev/full",
+                          "furnace launch: cannot write the workers' output to standard output: No space left on device");
+}
+
 TEST_F(Faults, MoreWorkersThanTheOpenFileLimitHoldsAreRefusedBeforeAnyStarts) {
   const CliRun r = shell("ulimit -n 256; exec $FURNACE launch --nproc-per-node 1000 -- true");
   expect_one_line_failure(r, "launch under ulimit -n 256",

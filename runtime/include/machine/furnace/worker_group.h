@@ -45,8 +45,12 @@ struct WorkerGroupResult {
   int first_failure = -1;  // local rank of the first worker that failed by itself; -1 when none did
   int stop_signal = 0;     // the first SIGINT / SIGTERM / SIGHUP launch received; 0 when none
   std::string command;     // command[0], for the report
+  // The workers' output that launch could not pass on (prefixed lines to its stdout / stderr):
+  // the errno of the first failed write, and which stream; 0 when all of it got through.
+  int output_errno = 0;
+  bool output_on_stderr = false;
 
-  // 128 + stop_signal after a stop signal; 1 when a worker failed; otherwise 0.
+  // 128 + stop_signal after a stop signal; 1 when a worker failed or its output was lost; otherwise 0.
   int exit_status() const;
 };
 

@@ -55,7 +55,10 @@ void LinePrefixer::emit(const char* line, size_t size) {
   out_.assign(prefix_);
   out_.append(line, size);
   out_.push_back('\n');
-  fd_failed_ = !write_all(fd_, out_.data(), out_.size());
+  if (!write_all(fd_, out_.data(), out_.size())) {
+    fd_failed_ = true;
+    write_errno_ = errno;
+  }
 }
 
 }  // namespace furnace::launch

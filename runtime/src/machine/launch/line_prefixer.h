@@ -21,6 +21,9 @@ class LinePrefixer {
   void feed(const char* data, size_t size);
   // The stream ended: a last line without its newline is written with one.
   void finish();
+  // The errno of the first write to the launcher's stream that failed (a full disk, a closed
+  // pipe); 0 while every line got through.
+  int write_error() const { return write_errno_; }
 
  private:
   void emit(const char* line, size_t size);  // prefix + line + '\n'
@@ -32,6 +35,7 @@ class LinePrefixer {
   std::string prefix_;
   int fd_;
   bool fd_failed_ = false;  // after a failed write the rest is read and dropped
+  int write_errno_ = 0;
   std::string pending_;     // the current unfinished line
   std::string out_;         // the line being written, reused
 };

@@ -149,7 +149,14 @@ class Agent {
     while (std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; }) ||
            (kill_at_ && any_group_left()))
       step();
-    for (const Worker& w : workers_) result_.workers.push_back(w.outcome);
+    for (const Worker& w : workers_) {
+      result_.workers.push_back(w.outcome);
+      for (const Stream* st : {&w.out, &w.err})
+        if (!result_.output_errno && st->lines && st->lines->write_error()) {
+          result_.output_errno = st->lines->write_error();
+          result_.output_on_stderr = st == &w.err;
+        }
+    }
     return result_;
   }
 
@@ -297,7 +304,7 @@ class Agent {
 int WorkerGroupResult::exit_status() const {
   if (stop_signal) return 128 + stop_signal;
   const bool any_failed = first_failure >= 0 || std::any_of(workers.begin(), workers.end(), [](const WorkerOutcome& w) { return w.failed(); });
-  return any_failed ? 1 : 0;
+  return any_failed || output_errno ? 1 : 0;
 }
 
 WorkerGroupResult run_worker_group(const WorkerGroupOptions& options) { return Agent(options).run(); }
