@@ -347,16 +347,20 @@ void MemoryPanel::draw_frame(AppState& app, const Snapshot& snap) {
   // (allocated inside reserved, so DataParallel's heavier cuda:0 stands out).
   double smi_top = 1, torch_top = 1;
   uint64_t capacity = 1;
+  bool any_used = false;
   for (const DeviceView& d : snap.devices) {
     capacity = std::max<uint64_t>(capacity, d.capacity);
     if (!d.used) continue;
+    any_used = true;
     const double reserved = static_cast<double>(std::max(d.reserved, d.peak_reserved));
     smi_top = std::max(smi_top, static_cast<double>(d.context) + reserved);
     torch_top = std::max({torch_top, reserved, static_cast<double>(d.peak_allocated)});
   }
   const double smi_scale = capacity_scale ? static_cast<double>(capacity) : nice_scale(smi_top * 1.05);
   const double torch_scale = capacity_scale ? static_cast<double>(capacity) : nice_scale(torch_top * 1.05);
-  {
+  if (!capacity_scale && !any_used) {  // no GPU used yet (or the run failed before one was): no scale to give
+    wrapped_label(colors::kTextDim, tr(zh, "scale: no GPU memory used yet", "比例：还没有用到显存"));
+  } else {
     char buf[200];
     const std::string s = human_bytes(smi_scale), t = human_bytes(torch_scale);
     std::snprintf(buf, sizeof buf, tr(zh, "scale: a full bar is %s (nvidia-smi) and %s (PyTorch); ticks at quarters",

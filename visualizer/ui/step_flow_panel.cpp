@@ -114,6 +114,9 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
   if (step)
     std::snprintf(buf, sizeof buf, tr(zh, "step %lld of %lld", "第 %lld 步（共 %lld）"),
                   static_cast<long long>(step->step + 1), static_cast<long long>(snap.training.global_step));
+  else if (snap.run.state == RunStatus::State::failed)  // nothing is coming: the reason is in Training
+    std::snprintf(buf, sizeof buf, "%s", tr(zh, "the run failed before its first step (Training says why)",
+                                            "运行在第一步之前就失败了（原因见“训练”面板）"));
   else
     std::snprintf(buf, sizeof buf, "%s", tr(zh, "waiting for the first step", "等待第一步"));
   ImGui::SameLine();

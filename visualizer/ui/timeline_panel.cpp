@@ -257,6 +257,7 @@ void TimelinePanel::draw_frame(AppState& app, const Snapshot& snap) {
           dl->AddRectFilled(ImVec2(run_a, o.y + 2), ImVec2(std::max(run_b, run_a + 1), o.y + row_h - 3), run_col);
         run_a = run_b = -1;
       };
+      float label_end = -1e30f;  // where the last name drawn on this row ends
       for (; it != ev.end() && it->start <= view_end; ++it) {
         const float xa = to_x(it->start), xb = to_x(it->start + it->dur);
         const ImU32 col = event_color(*it);
@@ -270,9 +271,16 @@ void TimelinePanel::draw_frame(AppState& app, const Snapshot& snap) {
           if (xb - xa >= 2) {
             flush();
             dl->AddRectFilled(ImVec2(xa, o.y + 2), ImVec2(xb - 1, o.y + row_h - 3), col);
-            if (xb - xa > 30) {
+            // A name inside its bar, where the visible part of the bar holds it and no earlier
+            // name on this row reaches it (overlapping events, as a comm stream's all-reduces,
+            // drew "all_rall_reduce").
+            const float text_x = std::max(xa, canvas_x) + 3;
+            if (xb - xa > 30 && text_x >= label_end + 4) {
               const float tw = ImGui::CalcTextSize(it->name).x;
-              if (tw + 6 < xb - xa) dl->AddText(ImVec2(std::max(xa, canvas_x) + 3, o.y + 3), colors::rgb(16, 16, 20), it->name);
+              if (text_x + tw + 3 < xb) {
+                dl->AddText(ImVec2(text_x, o.y + 3), colors::rgb(16, 16, 20), it->name);
+                label_end = text_x + tw;
+              }
             }
           }
         }
