@@ -142,6 +142,22 @@ TEST(ChromeTrace, LayoutAndBackToBackEventsDoNotOverlap) {
     EXPECT_LE(track[i - 1].first + track[i - 1].second, track[i].first + 1e-9) << "overlap at " << i;
 }
 
+TEST(ChromeTrace, AStreamWithCollectivesIsNamedComm) {
+  TraceBus bus;
+  ChromeTraceWriter w(bus);
+  bus.emit(kernel(0, 0, 0.0, 1e-6, "linear_backward"));
+  bus.emit(kernel(0, 1, 0.0, 1e-6, "copy_bucket"));  // its first event is not the collective
+  bus.emit(kernel(0, 1, 1e-6, 1e-6, "all_reduce"));
+  bus.emit(kernel(1, 2, 0.0, 1e-6, "other"));
+  std::map<std::pair<int, int>, std::string> names;
+  const nlohmann::json doc = nlohmann::json::parse(w.to_json());
+  for (const auto& e : doc["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "thread_name") names[{e["pid"], e["tid"]}] = e["args"]["name"];
+  EXPECT_EQ((names[{0, 0}]), "stream 0");
+  EXPECT_EQ((names[{0, 1}]), "comm");  // as the visualizer's live Timeline calls it
+  EXPECT_EQ((names[{1, 2}]), "stream 2");
+}
+
 TEST(ChromeTrace, WriteFailsWithOneLine) {
   TraceBus bus;
   ChromeTraceWriter w(bus);

@@ -4,6 +4,10 @@
 // perfectly; allocated/reserved bytes are a counter ("C") per device. Times are written in whole
 // nanoseconds (as microseconds with three decimals) so back-to-back events touch, never overlap.
 #include <cmath>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -63,6 +67,15 @@ std::string ChromeTraceWriter::to_json() const {
                    {"args", {{"name", name}}}});
   };
 
+  // A stream that carries collectives is the process group's communication stream: named "comm",
+  // as the visualizer's live Timeline names it, rather than "stream 1".
+  std::set<std::pair<int, int>> comm_streams;
+  for (const TraceEvent& e : events_)
+    if ((e.kind == EventKind::kernel || e.kind == EventKind::copy) && e.stream > 0 &&
+        (e.name == std::string_view("all_reduce") || e.name == std::string_view("broadcast") ||
+         e.name == std::string_view("barrier")))
+      comm_streams.insert({e.device, e.stream});
+
   for (const TraceEvent& e : events_) {
     name_process(e.device);
     const int pid = pid_of(e.device);
@@ -70,7 +83,8 @@ std::string ChromeTraceWriter::to_json() const {
     switch (e.kind) {
       case EventKind::kernel:
       case EventKind::copy: {
-        name_thread(e.device, e.stream, "stream " + std::to_string(e.stream));
+        name_thread(e.device, e.stream,
+                    comm_streams.count({e.device, e.stream}) ? std::string("comm") : "stream " + std::to_string(e.stream));
         const int64_t end = to_ns(e.start_s + e.dur_s);
         json args = {{"bytes", e.bytes}};
         if (e.flops > 0) args["flops"] = e.flops;
