@@ -1,6 +1,5 @@
 // furnace: the command-line tool. `furnace train`, `furnace memory`, ...
 #include <cerrno>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +13,7 @@
 #include "furnace/address_limits.h"
 #include "error_messages.h"  // defines: LocalizedError
 #include "furnace/error.h"
+#include "furnace/stop_signals.h"  // defines: ignore_file_size_signal
 
 namespace {
 
@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
   // Past a file-size limit (ulimit -f) a write fails with EFBIG, which the writers report in one
   // line and clean up after ("cannot write trace file ...: File too large"), if SIGXFSZ does not
   // kill the process first, leaving a temporary file and no message.
-  std::signal(SIGXFSZ, SIG_IGN);
+  furnace::ignore_file_size_signal();
   const int status = run(argc, argv);
   // Under ulimit -v an OpenBLAS worker thread whose buffer could not be mapped retries for ever,
   // and exit() joins every worker (OpenBLAS's destructor): the process would hang after its error

@@ -324,9 +324,22 @@ TEST_F(Faults, WorkersOutputThatCannotBeWrittenFailsTheLaunch) {
 
 TEST_F(Faults, MoreWorkersThanTheOpenFileLimitHoldsAreRefusedBeforeAnyStarts) {
   const CliRun r = shell("ulimit -n 256; exec $FURNACE launch --nproc-per-node 1000 -- true");
+  // "at most N": 256 less what the process has open, halved.
   expect_one_line_failure(r, "launch under ulimit -n 256",
                           "--nproc-per-node 1000: each worker's output takes 2 open files here, and this process may "
-                          "open 256 (ulimit -n): at most 112 workers, or --no-prefix");
+                          "open 256 (ulimit -n): at most 1");
+  EXPECT_NE(r.err.find(" workers, or --no-prefix"), std::string::npos) << r.err;
+}
+
+TEST_F(Faults, ACtrlCWhileManyWorkersStartStopsTheStarting) {
+  // 1000 workers take seconds to start; a Ctrl-C after one second stops there, not after the last.
+  const CliRun r = shell("OMP_NUM_THREADS=1 $FURNACE launch --nproc-per-node 1000 -- sleep 60 & P=$!; sleep 1; "
+                         "kill -INT $P; wait $P", 60);
+  EXPECT_EQ(r.status, 130) << r.err;
+  size_t ranks = 0;
+  for (size_t at = r.err.find("(local_rank "); at != std::string::npos; at = r.err.find("(local_rank ", at + 1)) ++ranks;
+  EXPECT_GT(ranks, 0u) << r.err;
+  EXPECT_LT(ranks, 1000u) << "every worker was started before the signal was heeded";
 }
 
 TEST_F(Faults, ALongEnvironmentVariableIsShortenedInTheMessage) {

@@ -9,7 +9,6 @@
 #include <cfloat>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -30,7 +29,7 @@
 #include "png_file.h"     // defines: write_png_file
 #include "furnace/error.h"       // defines: FURNACE_CHECK, printable
 #include "furnace/process.h"
-#include "furnace/stop_signals.h"  // defines: install_stop_signals, stop_signal
+#include "furnace/stop_signals.h"  // defines: install_stop_signals, stop_signal, ignore_file_size_signal
 #include "furnace/topology.h"    // defines: load_topology
 #include "furnace/visibility.h"  // defines: check_visible_devices_flag, parse_device_order
 #include "panels.h"       // defines: Ui
@@ -432,7 +431,7 @@ void check_options(const Options& o) {
 
 int main(int argc, char** argv) {
   furnace::install_stop_signals();  // Ctrl-C, SIGTERM, SIGHUP: the window closes as its button does
-  std::signal(SIGXFSZ, SIG_IGN);  // past ulimit -f a write fails (EFBIG) and is reported, not fatal
+  furnace::ignore_file_size_signal();  // past ulimit -f a write fails (EFBIG) and is reported, not fatal
   Options o;
   furnace::Scenario& s = o.scenario;
   CLI::App cli{"furnace-viz: watch a Scenario train live on the (simulated) runtime"};

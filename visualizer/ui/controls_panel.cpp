@@ -95,6 +95,8 @@ void ControlsPanel::draw_frame(AppState& app, const Snapshot& snap) {
   ControlsState& c = app.controls;
   Scenario& sc = c.scenario;
   bool restart = false;
+  // Whether the output_device field's current edit changed the value (only then does it restart).
+  static bool edited_output_device = false;
   const bool zh = app.lesson.zh;
   enum Knob { kMachine, kBackend, kParallel, kDeviceIds, kOutputDevice, kDevice, kBatch, kAccum, kAmp, kLr, kHidden, kEpochs, kDelay };
   const char* labels[] = {tr(zh, "machine###machine", "机器###machine"), tr(zh, "backend###backend", "后端###backend"),
@@ -161,13 +163,19 @@ void ControlsPanel::draw_frame(AppState& app, const Snapshot& snap) {
         // Empty for PyTorch's default (None: device_ids[0]), not -1, which PyTorch's gather
         // reads as the CPU.
         std::string out = c.output_device >= 0 ? std::to_string(c.output_device) : std::string();
+        const int before = c.output_device;
         if (ImGui::InputTextWithHint(id, "device_ids[0]", &out, ImGuiInputTextFlags_CharsDecimal)) {
           if (out.empty())
             c.output_device = -1;
           else if (out.size() <= 4 && out.find_first_not_of("0123456789") == std::string::npos)
             c.output_device = std::stoi(out);
         }
-        committed();
+        if (c.output_device != before) edited_output_device = true;
+        // A committed edit restarts the run only if it changed the value ('-' or '.' are ignored).
+        if (ImGui::IsItemDeactivatedAfterEdit() && edited_output_device) {
+          restart = true;
+          edited_output_device = false;
+        }
         if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
           ImGui::SetTooltip("%s", tr(zh, "where gather puts the outputs and the loss is computed, a cuda ordinal;\n"
                                          "empty: device_ids[0] (PyTorch's output_device=None)",

@@ -53,7 +53,7 @@ TimelineTrack& TimelineData::track(int device, int stream) {
 void TimelineData::append(int device, int stream, const TimelineEvent& e) {
   TimelineTrack& t = track(device, stream);
   // The stream the collectives run on is ProcessGroupNCCL's communication stream: "comm".
-  if (stream > 0 && t.events.empty() && is_collective(e.name)) {
+  if (stream > 0 && is_collective(e.name)) {  // named by its collectives, as --trace files name it
     const std::string suffix = "stream " + std::to_string(stream);
     if (t.label.size() >= suffix.size() && t.label.compare(t.label.size() - suffix.size(), suffix.size(), suffix) == 0)
       t.label.replace(t.label.size() - suffix.size(), suffix.size(), "comm");

@@ -120,10 +120,10 @@ std::string human_seconds(double seconds); // "12.3 us", "4.56 ms", "1.20 s"
 // A time axis's label at `t`: one unit for the whole axis, chosen by its `largest` value, and the
 // decimals its `tick` needs (0.0 ms, 0.5 ms, 1.0 ms rather than 0.0 us, 500.0 us, 1.00 ms).
 std::string axis_seconds(double t, double tick, double largest);
-std::string short_gpu_name(const std::string& name);
+std::string short_gpu_name(const std::string& name);  // "NVIDIA H100 80GB HBM3" -> "H100 80GB HBM3"
 // The Training panel's note after samples/s: whose wall clock it is, and on the CPU (the
 // simulator, backend "sim") which OpenBLAS kernel ran the GEMMs, as `furnace train` says it.
-std::string wall_clock_note(const std::string& backend, bool zh);  // "NVIDIA H100 80GB HBM3" -> "H100 80GB HBM3"
+std::string wall_clock_note(const std::string& backend, bool zh);
 // A line from `from` to `to` with a filled head of size `head` at `to`.
 void draw_arrow(ImDrawList* dl, ImVec2 from, ImVec2 to, ImU32 col, float thickness, float head);
 

@@ -23,8 +23,8 @@ std::string describe_scenario(const Scenario& sc, bool zh) {
   for (int h : sc.hidden) os << '-' << h;
   const char* sep = zh ? "，" : ", ";
   if (zh)
-    os << "-10，batch " << sc.batch << "，lr " << sc.lr << "，" << sc.epochs << " 轮，" << sc.topology << "（" << sc.backend
-       << "）";
+    os << "-10，batch " << sc.batch << "，lr " << sc.lr << "，" << sc.epochs << " 轮，在 " << sc.topology << "（"
+       << sc.backend << "）上";
   else
     os << "-10, batch " << sc.batch << ", lr " << sc.lr << ", " << sc.epochs << " epoch" << (sc.epochs == 1 ? "" : "s")
        << " on " << sc.topology << " (" << sc.backend << ")";

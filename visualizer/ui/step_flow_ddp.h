@@ -34,7 +34,7 @@ float draw_ddp_bucket_legend(ImDrawList* dl, ImVec2 at, float width, const DdpSt
 // The step's figures in one sentence: its modelled time (`step_s`), the buckets, the bytes each
 // rank sends, the all-reduce time per rank and the share backward hid.
 std::string ddp_summary(const DdpStepFigures& f, double step_s, bool zh);
-// "1.07 MB": DDP's bucket sizes in decimal megabytes, as its bucket_cap_mb is quoted.
+// "1.02 MiB": DDP's bucket sizes in MiB, as `furnace train` and the Memory panel print sizes.
 std::string mebibytes(uint64_t bytes);
 
 }  // namespace furnace::viz

@@ -146,9 +146,11 @@ void StepFlowPanel::draw_frame(AppState& app, const Snapshot& snap) {
   if (st.overlapped)  // on the communication stream, inside backward's time
     std::snprintf(buf, sizeof buf, tr(zh, "%s  (%s on the comm stream, %s)", "%s（comm 流上 %s，%s）"),
                   stage_caption(st.kind, mode, zh), human_seconds(st.dur).c_str(), mebibytes(st.spans.empty() ? 0 : st.spans[0].copy_bytes).c_str());
-  else if (mode == FlowMode::ddp && st.kind == StageKind::backward && ddp.exposed_s > 0)
+  else if (mode == FlowMode::ddp && st.kind == StageKind::backward && ddp.exposed_s > 0 &&
+           st.repeat == std::max(1, snap.run.accumulation))
     // DDP's backward ends by waiting for the all-reduces (Reducer::finalize_backward): its span
-    // is not all compute, and where the all-reduce is long, most of it is that wait.
+    // is not all compute, and where the all-reduce is long, most of it is that wait. Only the
+    // synchronising micro-step waits: under no_sync() the others all-reduce nothing.
     std::snprintf(buf, sizeof buf, tr(zh, "%s  (%s, %.0f%% of the step, of which %s waiting for the all-reduce)",
                                       "%s（%s，占这一步的 %.0f%%，其中 %s 在等 all-reduce）"),
                   stage_caption(st.kind, mode, zh), human_seconds(st.dur).c_str(),

@@ -16,6 +16,14 @@ int stop_signal();
 // "SIGINT", "SIGTERM", "SIGHUP", or "signal N".
 const char* stop_signal_name(int sig);
 
+// Ignores SIGXFSZ: past a file-size limit (ulimit -f) a write then fails with EFBIG, which the
+// writers report in one line and clean up after, instead of the signal killing the process
+// silently and leaving a temporary file. The disposition it replaced is kept for
+// restore_file_size_signal(), which a forked child calls before exec (async-signal-safe), so that
+// a launched worker starts with what furnace's own parent gave it.
+void ignore_file_size_signal();
+void restore_file_size_signal();
+
 // While one is alive, the first stop signal ends the process at once (status 128 + N) after the
 // line `before` + the signal's name + `after` on stderr: for a blocking call of a library that
 // never polls the flag (Gloo's connectFullMesh), where there is nothing to save yet. While one is

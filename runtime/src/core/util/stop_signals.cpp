@@ -85,4 +85,20 @@ const char* stop_signal_name(int sig) {
   }
 }
 
+namespace {
+struct sigaction file_size_before;  // SIGXFSZ's disposition before ignore_file_size_signal()
+bool file_size_saved = false;
+}  // namespace
+
+void ignore_file_size_signal() {
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  file_size_saved = ::sigaction(SIGXFSZ, &ignore, &file_size_before) == 0;
+}
+
+void restore_file_size_signal() {
+  if (file_size_saved) ::sigaction(SIGXFSZ, &file_size_before, nullptr);
+}
+
 }  // namespace furnace

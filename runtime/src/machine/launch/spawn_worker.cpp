@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "furnace/error.h"
+#include "furnace/stop_signals.h"  // defines: restore_file_size_signal
 #include "machine/launch/stop_signal_pipe.h"
 
 namespace furnace::launch {
@@ -48,7 +49,7 @@ SpawnResult spawn_worker(const std::vector<std::string>& argv, const std::vector
   if (pid == 0) {
     ::close(report[0]);
     signals.restore_in_child();
-    ::signal(SIGXFSZ, SIG_DFL);  // furnace ignores it (its writers report EFBIG); a worker starts as usual
+    restore_file_size_signal();  // furnace ignores SIGXFSZ; the worker gets what furnace was given
     ::sigprocmask(SIG_SETMASK, &before, nullptr);
     ::setsid();
 #ifdef __linux__

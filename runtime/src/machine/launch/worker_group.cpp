@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -34,12 +35,19 @@ void check_open_files(const WorkerGroupOptions& options) {
   if (!options.prefix_output) return;
   struct rlimit lim {};
   if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) return;
-  const long long needed = 2LL * options.layout.nproc_per_node + 32;  // and what the process has open
-  if (needed > static_cast<long long>(lim.rlim_cur))
+  // What is open already (stdio, the signal pipe, ...), and while a worker starts its two write
+  // ends and the report pipe.
+  long long open_now = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec))
+    ++open_now;
+  const long long spare = (ec ? 16 : open_now) + 4;
+  const long long limit = static_cast<long long>(lim.rlim_cur);
+  if (2LL * options.layout.nproc_per_node + spare > limit)
     throw Error("--nproc-per-node " + std::to_string(options.layout.nproc_per_node) + ": each worker's output " +
                 "takes 2 open files here, and this process may open " + std::to_string(lim.rlim_cur) +
-                " (ulimit -n): at most " + std::to_string((static_cast<long long>(lim.rlim_cur) - 32) / 2) +
-                " workers, or --no-prefix");
+                " (ulimit -n): at most " + std::to_string(std::max(0LL, (limit - spare) / 2)) + " workers, or --no-prefix");
 }
 
 namespace {
@@ -145,6 +153,7 @@ class Agent {
         }
       if (stop) break;
     }
+    reap_ended();  // take() above also took the SIGCHLDs of workers that ended while others started
     // After a stop, also until what the workers started is gone, or the grace period is over.
     while (std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; }) ||
            (kill_at_ && any_group_left()))
