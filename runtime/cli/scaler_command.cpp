@@ -23,13 +23,7 @@ struct ScalerOptions {
 };
 
 void run_scaler(const ScalerOptions& o) {
-  // PyTorch takes any init_scale; with 0, a negative or a non-finite one no step is ever taken.
-  FURNACE_CHECK(o.scaler.init_scale > 0 && std::isfinite(o.scaler.init_scale))
-      << "--init-scale must be a positive finite number (got " << o.scaler.init_scale << ")";
-  const float as_float = static_cast<float>(o.scaler.init_scale);  // the scale is a float32 tensor
-  FURNACE_CHECK(as_float > 0 && std::isfinite(as_float))
-      << "--init-scale " << o.scaler.init_scale << " is not a positive finite float32 (GradScaler keeps the scale "
-      << "in one; the largest is 3.4e38)";
+  check_init_scale(o.scaler.init_scale);
   const std::vector<ScalerStep> steps = replay_scaler(o.steps, o.overflow_at, o.scaler);
   if (o.json) {
     nlohmann::json out = nlohmann::json::array();

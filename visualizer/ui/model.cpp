@@ -17,8 +17,6 @@ void halve(std::vector<float>& v) {
   v.resize(n);
 }
 
-bool is_collective(std::string_view name) { return name == "all_reduce" || name == "broadcast" || name == "barrier"; }
-
 }  // namespace
 
 const char* run_state_name(RunStatus::State s) {
@@ -53,7 +51,7 @@ TimelineTrack& TimelineData::track(int device, int stream) {
 void TimelineData::append(int device, int stream, const TimelineEvent& e) {
   TimelineTrack& t = track(device, stream);
   // The stream the collectives run on is ProcessGroupNCCL's communication stream: "comm".
-  if (stream > 0 && is_collective(e.name)) {  // named by its collectives, as --trace files name it
+  if (stream > 0 && is_collective_name(e.name)) {  // named by its collectives, as --trace files name it
     const std::string suffix = "stream " + std::to_string(stream);
     if (t.label.size() >= suffix.size() && t.label.compare(t.label.size() - suffix.size(), suffix.size(), suffix) == 0)
       t.label.replace(t.label.size() - suffix.size(), suffix.size(), "comm");

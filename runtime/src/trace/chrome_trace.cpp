@@ -6,7 +6,6 @@
 #include <cmath>
 #include <set>
 #include <string>
-#include <string_view>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -71,9 +70,7 @@ std::string ChromeTraceWriter::to_json() const {
   // as the visualizer's live Timeline names it, rather than "stream 1".
   std::set<std::pair<int, int>> comm_streams;
   for (const TraceEvent& e : events_)
-    if ((e.kind == EventKind::kernel || e.kind == EventKind::copy) && e.stream > 0 &&
-        (e.name == std::string_view("all_reduce") || e.name == std::string_view("broadcast") ||
-         e.name == std::string_view("barrier")))
+    if ((e.kind == EventKind::kernel || e.kind == EventKind::copy) && e.stream > 0 && is_collective_name(e.name))
       comm_streams.insert({e.device, e.stream});
 
   for (const TraceEvent& e : events_) {

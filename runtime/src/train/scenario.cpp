@@ -4,6 +4,7 @@
 #include <cmath>     // defines: std::isfinite
 #include <string>
 
+#include "furnace/amp.h"    // defines: check_init_scale
 #include "furnace/error.h"
 #include "furnace/loading_cost.h"  // defines: loading_cost
 #include "furnace/train.h"
@@ -83,15 +84,7 @@ void Scenario::validate() const {
       << "--clip-grad-norm must be a positive finite number (got " << *clip_grad_norm << ")";
   const AmpMode amp_kind = amp_mode();
   FURNACE_CHECK(accum >= 1) << "--accum must be at least 1 (got " << accum << ")";
-  // PyTorch takes any init_scale; 0, a negative or a non-finite scale makes every fp16 step skipped.
-  FURNACE_CHECK(amp_kind != AmpMode::fp16 || (scaler.init_scale > 0 && std::isfinite(scaler.init_scale)))
-      << "--init-scale must be a positive finite number (got " << scaler.init_scale << ")";
-  // GradScaler keeps its scale in a float32 tensor: past 3.4e38 it is inf, below about 1.4e-45
-  // it is 0, and either way every step is skipped and the checkpoint cannot be resumed.
-  const float as_float = static_cast<float>(scaler.init_scale);
-  FURNACE_CHECK(amp_kind != AmpMode::fp16 || (as_float > 0 && std::isfinite(as_float)))
-      << "--init-scale " << scaler.init_scale << " is not a positive finite float32 (GradScaler keeps the scale "
-      << "in one; the largest is 3.4e38)";
+  if (amp_kind == AmpMode::fp16) check_init_scale(scaler.init_scale);
   FURNACE_CHECK(workers >= 0) << "num_workers option should be non-negative; use num_workers=0 to "
                                  "disable multiprocessing. (--workers " << workers << ")";
   FURNACE_CHECK(!hidden.empty()) << "--hidden needs at least one layer width";

@@ -4,11 +4,13 @@
 // scale (backoff on overflow, growth after `growth_interval` clean steps, never to infinity).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "furnace/error.h"  // defines: FURNACE_CHECK
 #include "furnace/nn.h"
 
 namespace furnace {
@@ -20,6 +22,19 @@ struct GradScalerOptions {
   int64_t growth_interval = 2000;
   bool enabled = true;
 };
+
+// Throws furnace::Error (one line) unless `init_scale` is a positive finite number that a float32
+// holds: PyTorch takes any, but with 0, a negative, a non-finite one or one past float32 (the
+// scale lives in a float32 tensor) every fp16 step is skipped, and a checkpoint cannot be resumed.
+// (Inline: the Scenario's own checks use it where nothing else of the amp layer is linked.)
+inline void check_init_scale(double init_scale) {
+  FURNACE_CHECK(init_scale > 0 && std::isfinite(init_scale))
+      << "--init-scale must be a positive finite number (got " << init_scale << ")";
+  const float as_float = static_cast<float>(init_scale);
+  FURNACE_CHECK(as_float > 0 && std::isfinite(as_float))
+      << "--init-scale " << init_scale << " is not a positive finite float32 (GradScaler keeps the scale in one; "
+      << "the largest is 3.4e38)";
+}
 
 class GradScaler {
  public:

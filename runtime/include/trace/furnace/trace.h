@@ -9,6 +9,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "furnace/process.h"     // defines: Environment
@@ -16,6 +17,12 @@
 #include "furnace/visibility.h"  // defines: Visibility
 
 namespace furnace {
+
+// Whether an event of this name is a collective (all_reduce, broadcast, barrier): what runs on a
+// process group's communication stream, which the trace and the Timeline name "comm".
+inline bool is_collective_name(std::string_view name) {
+  return name == "all_reduce" || name == "broadcast" || name == "barrier";
+}
 
 enum class EventKind : uint8_t {
   kernel,          // an op on a device stream (complete event)
